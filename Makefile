@@ -1,0 +1,39 @@
+# Two commands for a newcomer: `make book` and `make test`.
+PYTHON ?= python3
+VENV    := .venv
+PY      := $(VENV)/bin/python
+STAMP   := $(VENV)/.installed
+MATHJAX_VERSION := 3.2.2
+MATHJAX := _vendor/mathjax/tex-svg.js
+# SOLUTIONS=hide builds a student edition (see the instructor guide).
+BOOK_FLAGS := --all -W -n --keep-going
+
+.PHONY: book test bench clean setup
+
+setup: $(STAMP) $(MATHJAX)
+
+$(STAMP): requirements.txt pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt -e '.[test]'
+	touch $@
+
+# MathJax is served from the site itself (no CDN): the single-file SVG build needs no fonts.
+$(MATHJAX):
+	mkdir -p _vendor/tmp
+	cd _vendor/tmp && npm pack --silent mathjax@$(MATHJAX_VERSION) >/dev/null && tar -xzf mathjax-$(MATHJAX_VERSION).tgz package/es5/tex-svg.js
+	mkdir -p $(dir $(MATHJAX))
+	mv _vendor/tmp/package/es5/tex-svg.js $@
+	rm -rf _vendor/tmp
+
+book: setup
+	$(VENV)/bin/jupyter-book build $(BOOK_FLAGS) .
+
+test: book
+	$(PY) -m pytest
+
+bench: setup
+	cd benchmarks && ../$(PY) run_all.py
+
+clean:
+	rm -rf _build _vendor .pytest_cache .hypothesis

@@ -1,0 +1,30 @@
+"""attention_core: the attention mechanisms of the book, small, tested, and readable.
+
+Every chapter imports from here; ``attention_core.viz`` draws and
+``attention_core.explorers`` wires controls to both.
+"""
+
+from .functional import scaled_dot_product_attention, softmax
+from .kv_cache import kv_cache_bytes
+from .masks import causal_mask, padding_mask, sliding_window_mask
+from .metrics import attention_entropy
+from .multihead import MultiHeadAttention, merge_heads, repeat_kv, split_heads
+from .positional import apply_rotary, sinusoidal_encoding
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "MultiHeadAttention",
+    "apply_rotary",
+    "attention_entropy",
+    "causal_mask",
+    "kv_cache_bytes",
+    "merge_heads",
+    "padding_mask",
+    "repeat_kv",
+    "scaled_dot_product_attention",
+    "sinusoidal_encoding",
+    "sliding_window_mask",
+    "softmax",
+    "split_heads",
+]

@@ -1,0 +1,111 @@
+"""Multi-head attention (Vaswani et al., 2017) with shared key/value heads:
+multi-query (Shazeer, 2019) and grouped-query attention (Ainslie et al., 2023).
+
+Shape legend: B batch, L query length, S key length, H query heads,
+Hkv key/value heads, D head dim, E embed dim (= H * D).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from ._checks import check_positive_int, check_tensor
+from .functional import scaled_dot_product_attention
+from .positional import apply_rotary
+
+
+def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
+    """``(B, T, num_heads * D)`` -> ``(B, num_heads, T, D)``."""
+    B, T, E = x.shape
+    if E % num_heads:
+        raise ValueError(f"last dim {E} of x {tuple(x.shape)} is not divisible by num_heads={num_heads}")
+    return x.view(B, T, num_heads, E // num_heads).transpose(1, 2)  # (B, H, T, D)
+
+
+def merge_heads(x: torch.Tensor) -> torch.Tensor:
+    """``(B, H, T, D)`` -> ``(B, T, H * D)``: the inverse of :func:`split_heads`."""
+    B, H, T, D = x.shape
+    return x.transpose(1, 2).reshape(B, T, H * D)  # (B, T, E)
+
+
+def repeat_kv(x: torch.Tensor, num_groups: int) -> torch.Tensor:
+    """Repeat each key/value head ``num_groups`` times: ``(B, Hkv, S, D)`` -> ``(B, Hkv*num_groups, S, D)``.
+
+    Query head ``h`` then lines up with kv head ``h // num_groups``.
+    """
+    if num_groups == 1:
+        return x
+    B, Hkv, S, D = x.shape
+    x = x.unsqueeze(2).expand(B, Hkv, num_groups, S, D)  # (B, Hkv, G, S, D), no copy
+    return x.reshape(B, Hkv * num_groups, S, D)  # (B, H, S, D)
+
+
+class MultiHeadAttention(nn.Module):
+    """Batch-first multi-head attention that returns per-head weights.
+
+    ``num_kv_heads=None`` is standard MHA; ``1`` is MQA; a divisor of ``num_heads``
+    in between is GQA, where query head ``h`` uses kv head
+    ``h // (num_heads // num_kv_heads)``. With ``rope=True``, rotary embeddings
+    (:func:`apply_rotary`) are applied to queries and keys after projection.
+    """
+
+    def __init__(self, embed_dim: int, num_heads: int, num_kv_heads: int | None = None,
+                 bias: bool = True, dropout: float = 0.0, rope: bool = False,
+                 rope_base: float = 10000.0):
+        super().__init__()
+        check_positive_int("embed_dim", embed_dim)
+        check_positive_int("num_heads", num_heads)
+        num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
+        check_positive_int("num_kv_heads", num_kv_heads)
+        if embed_dim % num_heads:
+            raise ValueError(f"num_heads={num_heads} must divide embed_dim={embed_dim}")
+        if num_heads % num_kv_heads:
+            raise ValueError(f"num_kv_heads={num_kv_heads} must divide num_heads={num_heads}")
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must lie in [0, 1), got {dropout!r}")
+        self.embed_dim, self.num_heads, self.num_kv_heads = embed_dim, num_heads, num_kv_heads
+        self.head_dim = embed_dim // num_heads
+        if rope and self.head_dim % 2:
+            raise ValueError(f"rope=True needs an even head_dim, got {self.head_dim}")
+        self.dropout, self.rope, self.rope_base = dropout, rope, rope_base
+        kv_dim = num_kv_heads * self.head_dim
+        self.q_proj = nn.Linear(embed_dim, embed_dim, bias=bias)  # W_q
+        self.k_proj = nn.Linear(embed_dim, kv_dim, bias=bias)  # W_k
+        self.v_proj = nn.Linear(embed_dim, kv_dim, bias=bias)  # W_v
+        self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias)  # W_o
+
+    def _check_input(self, name: str, x) -> None:
+        check_tensor(name, x, min_dim=3)
+        if x.dim() != 3 or x.size(-1) != self.embed_dim:
+            raise ValueError(f"{name} must have shape (B, T, embed_dim={self.embed_dim}), "
+                             f"got {tuple(x.shape)}")
+
+    def forward(self, query: torch.Tensor, key: torch.Tensor | None = None,
+                value: torch.Tensor | None = None, attn_mask: torch.Tensor | None = None,
+                is_causal: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        """``query (B, L, E)``, ``key``/``value (B, S, E)`` (default: ``query``).
+
+        ``attn_mask`` broadcasts to ``(B, H, L, S)``. Returns ``(output (B, L, E),
+        weights (B, H, L, S))``.
+        """
+        key = query if key is None else key
+        value = key if value is None else value
+        for name, x in (("query", query), ("key", key), ("value", value)):
+            self._check_input(name, x)
+        if key.shape[:2] != value.shape[:2] or key.size(0) != query.size(0):
+            raise ValueError(f"query {tuple(query.shape)}, key {tuple(key.shape)} and value "
+                             f"{tuple(value.shape)} must share B, and key/value must share S")
+        q = split_heads(self.q_proj(query), self.num_heads)  # (B, H, L, D)
+        k = split_heads(self.k_proj(key), self.num_kv_heads)  # (B, Hkv, S, D)
+        v = split_heads(self.v_proj(value), self.num_kv_heads)  # (B, Hkv, S, D)
+        if self.rope:  # queries are the last L of the S positions, as in causal_mask
+            L, S = q.size(2), k.size(2)
+            k = apply_rotary(k, base=self.rope_base)
+            q = apply_rotary(q, torch.arange(S - L, S, device=q.device), base=self.rope_base)
+        groups = self.num_heads // self.num_kv_heads
+        k, v = repeat_kv(k, groups), repeat_kv(v, groups)  # (B, H, S, D)
+        out, weights = scaled_dot_product_attention(
+            q, k, v, attn_mask=attn_mask, is_causal=is_causal,
+            dropout_p=self.dropout if self.training else 0.0)  # (B, H, L, D), (B, H, L, S)
+        return self.out_proj(merge_heads(out)), weights  # (B, L, E), (B, H, L, S)
