@@ -4,13 +4,18 @@ VENV    := .venv
 PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
 MATHJAX_VERSION := 3.2.2
-MATHJAX := _vendor/mathjax/tex-svg.js
+MATHJAX := _vendor/_static/mathjax/tex-svg.js
 # SOLUTIONS=hide builds a student edition (see the instructor guide).
 BOOK_FLAGS := --all -W -n --keep-going
 
 .PHONY: book test bench clean setup
 
-setup: $(STAMP) $(MATHJAX)
+FIGURES := figures/_generated/logo.png
+
+setup: $(STAMP) $(MATHJAX) $(FIGURES)
+
+$(FIGURES): figures/make_logo.py $(STAMP)
+	$(PY) figures/make_logo.py
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)

@@ -1,0 +1,104 @@
+"""Figures of attention: heatmaps, per-head grids, entropy bars.
+
+Every function draws onto an ``Axes`` (made if not given) and returns the artist a
+caller may update in place (``AxesImage.set_data``, bar heights), so explorers can
+redraw without rebuilding the figure. Colormaps are perceptually uniform (viridis).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+
+CMAP = "viridis"
+
+
+def _to_numpy(x) -> np.ndarray:
+    return x.detach().cpu().float().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
+
+
+def heatmap(weights, query_labels: Sequence[str] | None = None,
+            key_labels: Sequence[str] | None = None, ax=None, title: str | None = None,
+            colorbar: bool = True, annotate: bool = False, vmax: float = 1.0):
+    """Draw attention weights ``(L, S)``: one row per query, one column per key.
+
+    Returns the ``AxesImage``; update it with ``image.set_data(new_weights)``.
+    """
+    w = _to_numpy(weights)
+    if w.ndim != 2:
+        raise ValueError(f"weights must be 2-D (L, S), got shape {w.shape}")
+    ax = ax or plt.subplots(figsize=(4, 3.6))[1]
+    image = ax.imshow(w, cmap=CMAP, vmin=0.0, vmax=vmax, aspect="auto")
+    L, S = w.shape
+    set_token_ticks(ax, query_labels or [str(i) for i in range(L)],
+                    key_labels or [str(j) for j in range(S)])
+    ax.set_xlabel("key (attended to)")
+    ax.set_ylabel("query (attending)")
+    if title:
+        ax.set_title(title)
+    if colorbar:
+        ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label="weight")
+    if annotate:
+        for i in range(L):
+            for j in range(S):
+                ax.text(j, i, f"{w[i, j]:.2f}", ha="center", va="center", fontsize=7,
+                        color="white" if w[i, j] < 0.6 * vmax else "black")
+    return image
+
+
+def set_token_ticks(ax, query_labels: Sequence[str], key_labels: Sequence[str]) -> None:
+    """Put token labels on both axes of a heatmap (keys rotated to stay legible)."""
+    ax.set_xticks(range(len(key_labels)), key_labels, rotation=45, ha="right")
+    ax.set_yticks(range(len(query_labels)), query_labels)
+
+
+def head_grid(weights, tokens: Sequence[str] | None = None, ncols: int = 4,
+              title: str | None = None, head_names: Sequence[str] | None = None):
+    """One heatmap per head for ``weights (H, L, S)``; returns ``(fig, images)``."""
+    w = _to_numpy(weights)
+    if w.ndim != 3:
+        raise ValueError(f"weights must be 3-D (H, L, S), got shape {w.shape}")
+    H = w.shape[0]
+    ncols = min(ncols, H)
+    nrows = math.ceil(H / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(2.6 * ncols, 2.5 * nrows), squeeze=False,
+                             constrained_layout=True)
+    images = []
+    for h, ax in enumerate(axes.flat):
+        if h >= H:
+            ax.axis("off")
+            continue
+        images.append(heatmap(w[h], tokens, tokens, ax=ax, colorbar=False,
+                              title=head_names[h] if head_names else f"head {h}"))
+        if h % ncols:
+            ax.set_ylabel("")
+    fig.colorbar(images[0], ax=axes, shrink=0.8, label="weight")
+    if title:
+        fig.suptitle(title)
+    return fig, images
+
+
+def entropy_bars(entropy, labels: Sequence[str] | None = None, max_entropy: float | None = None,
+                 ax=None, title: str | None = None):
+    """Bar per query of the entropy (nats) of its attention row; a dashed line at ``ln S``.
+
+    Returns the ``BarContainer``; update with ``bar.set_height``.
+    """
+    e = _to_numpy(entropy)
+    ax = ax or plt.subplots(figsize=(4, 3))[1]
+    bars = ax.bar(range(len(e)), e, color=plt.get_cmap(CMAP)(0.35))
+    ax.set_xticks(range(len(e)), labels or [str(i) for i in range(len(e))], rotation=45, ha="right")
+    ax.set_ylabel("entropy (nats)")
+    ax.set_xlabel("query")
+    if max_entropy is not None:
+        ax.axhline(max_entropy, color="0.3", ls="--", lw=1)
+        ax.text(len(e) - 0.5, max_entropy, f"uniform: ln {round(math.exp(max_entropy))} = "
+                f"{max_entropy:.3f}", ha="right", va="bottom", fontsize=8)
+        ax.set_ylim(0, max_entropy * 1.15)
+    if title:
+        ax.set_title(title)
+    return bars

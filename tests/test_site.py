@@ -1,0 +1,86 @@
+"""The built website: every chapter is there with its figures, and nothing failed."""
+
+import json
+import re
+
+import pytest
+import yaml
+from bs4 import BeautifulSoup
+
+from conftest import CHAPTERS, ROOT
+
+TOC_FILES = re.findall(r"file:\s*(\S+)", (ROOT / "_toc.yml").read_text())
+BUDGET_BYTES = 3 * 1024 * 1024
+
+
+def page(site, name):
+    return BeautifulSoup((site / f"{name}.html").read_text(), "html.parser")
+
+
+def test_every_chapter_is_in_the_toc_in_order():
+    assert [f"chapters/{c}" for c in CHAPTERS] == TOC_FILES
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_chapter_page_has_figures_and_no_errors(site, chapter):
+    html = (site / "chapters" / f"{chapter}.html").read_text()
+    soup = BeautifulSoup(html, "html.parser")
+    main = soup.select_one("main") or soup
+    text = main.get_text()
+    assert "Traceback" not in text and "Error" not in "".join(
+        o.get_text() for o in main.select(".output.stderr, .output.traceback"))
+    assert not main.select(".output.traceback, .output.error")
+    assert "$$" not in text, "raw display math reached the page"
+    images = main.select("img")
+    assert len(images) >= 2, "a chapter shows figures"
+    for img in images:
+        if img.get("src"):
+            assert img["src"].startswith("data:") or (site / "chapters" / img["src"]).resolve().exists()
+        assert img.get("alt"), f"image without alt text: {str(img)[:80]}"
+    assert main.select(".ac-explorer"), "each chapter has an explorer"
+    assert "Explorer(" not in text, "an explorer fell back to its text view"
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_chapter_page_weight_within_budget(site, chapter):
+    path = site / "chapters" / f"{chapter}.html"
+    soup = BeautifulSoup(path.read_text(), "html.parser")
+    weight = path.stat().st_size + sum(
+        (path.parent / img["src"]).stat().st_size for img in soup.select("img[src]")
+        if not img["src"].startswith("data:") and (path.parent / img["src"]).exists())
+    assert weight <= BUDGET_BYTES, f"{chapter}: {weight / 1e6:.2f} MB > 3 MB"
+
+
+def test_no_external_scripts_or_styles(site):
+    for path in site.rglob("*.html"):
+        soup = BeautifulSoup(path.read_text(), "html.parser")
+        for tag in soup.select("script[src], link[rel=stylesheet], link[rel=preload]"):
+            url = tag.get("src") or tag.get("href")
+            assert "://" not in url and not url.startswith("//"), f"{path.name} loads {url}"
+
+
+def test_mathjax_is_served_from_the_site(site):
+    soup = page(site, "chapters/01_attention_basics")
+    srcs = [s["src"] for s in soup.select("script[src]")]
+    assert any(s.split("?")[0].endswith("_static/mathjax/tex-svg.js") for s in srcs), srcs
+    assert (site / "_static" / "mathjax" / "tex-svg.js").stat().st_size > 1_000_000
+
+
+def test_launch_buttons_are_links(site):
+    soup = page(site, "chapters/01_attention_basics")
+    hrefs = [a.get("href", "") for a in soup.select("a")]
+    assert any("colab.research.google.com" in h for h in hrefs)
+    assert any("mybinder.org" in h for h in hrefs)
+    assert any("git-pull" in h for h in hrefs), "JupyterHub button goes through nbgitpuller"
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_notebook_stored_without_outputs_and_starts_with_setup(chapter):
+    nb = json.loads((ROOT / "chapters" / f"{chapter}.ipynb").read_text())
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    assert all(not c["outputs"] and c["execution_count"] is None for c in code)
+    first = code[0]
+    assert "remove-cell" in first["metadata"].get("tags", [])
+    repo = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"]
+    source = "".join(first["source"])
+    assert "import attention_core" in source and f"git+{repo}" in source
