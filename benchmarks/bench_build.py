@@ -1,0 +1,46 @@
+"""Clean build of the whole book, a rebuild with nothing changed, and the heaviest page.
+
+Runs on a copy of the repository so the working tree's _build is left alone.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from _timing import machine
+
+ROOT = Path(__file__).resolve().parents[1]
+JB = Path(sys.executable).with_name("jupyter-book")
+FLAGS = ["--all", "-W", "-n", "--keep-going"]
+
+
+def _build(book: Path) -> float:
+    start = time.perf_counter()
+    subprocess.run([str(JB), "build", *FLAGS, str(book)], check=True, capture_output=True)
+    return time.perf_counter() - start
+
+
+def run() -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        book = Path(tmp) / "book"
+        shutil.copytree(ROOT, book, ignore=shutil.ignore_patterns(".venv", "_build", ".git"))
+        clean, rebuild = _build(book), _build(book)
+        sizes = {p.name: p.stat().st_size
+                 for p in (book / "_build" / "html" / "chapters").glob("*.html")}
+    largest = max(sizes, key=sizes.get)
+    return {"clean_build_s": clean, "rebuild_s": rebuild, "chapters": len(sizes),
+            "largest_page": largest, "largest_page_bytes": sizes[largest],
+            "targets": {"clean_build_s": 600, "rebuild_s": 30, "page_bytes": 3 * 1024 * 1024},
+            "machine": machine()}
+
+
+if __name__ == "__main__":
+    r = run()
+    print(f"book: clean build {r['clean_build_s']:.0f} s for {r['chapters']} chapter(s) "
+          f"(target < 600 s for ten), rebuild {r['rebuild_s']:.1f} s (target < 30 s); "
+          f"largest page {r['largest_page']} {r['largest_page_bytes'] / 1e6:.2f} MB (target <= 3 MB)")

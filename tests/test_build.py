@@ -1,0 +1,60 @@
+"""The book's build is its integration test: deterministic, and loud about failures."""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+from jupyter_cache import get_cache
+from nbclient import NotebookClient
+
+from conftest import CHAPTERS, ROOT
+
+JB = Path(sys.executable).with_name("jupyter-book")
+
+
+def text_outputs(nb):
+    """Every printed or displayed text of a notebook, cell by cell."""
+    out = []
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        for o in cell.get("outputs", []):
+            if o.get("output_type") == "stream":
+                out.append(o["text"])
+            elif "text/plain" in o.get("data", {}) and "Explorer(" not in o["data"]["text/plain"]:
+                out.append(o["data"]["text/plain"])
+    return out
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_a_fresh_run_prints_the_same_numbers_as_the_build(site, chapter, tmp_path):
+    cache = get_cache(ROOT / "_build" / ".jupyter_cache")  # what the build executed
+    _, built = cache.merge_match_into_file(ROOT / "chapters" / f"{chapter}.ipynb")
+    fresh = nbformat.read(ROOT / "chapters" / f"{chapter}.ipynb", 4)
+    NotebookClient(fresh, timeout=120, resources={"metadata": {"path": str(ROOT / "chapters")}}).execute()
+    assert text_outputs(fresh) == text_outputs(built)
+    assert text_outputs(fresh), "the chapter prints numbers"
+
+
+def test_a_failing_cell_fails_the_build_and_names_the_chapter(tmp_path):
+    book = tmp_path / "book"
+    book.mkdir()
+    shutil.copy(ROOT / "_config.yml", book / "_config.yml")
+    shutil.copytree(ROOT / "_ext", book / "_ext")
+    (book / "_toc.yml").write_text("format: jb-book\nroot: intro\nchapters:\n  - file: broken_chapter\n")
+    (book / "intro.md").write_text("# Intro\n")
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# Broken"),
+                                         nbformat.v4.new_code_cell("1 / 0")])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, book / "broken_chapter.ipynb")
+    config = (book / "_config.yml").read_text().replace("logo: ", "# logo: ").replace("favicon: ", "# favicon: ")
+    (book / "_config.yml").write_text(config)
+    result = subprocess.run([str(JB), "build", "--all", "-W", "-n", "--keep-going", str(book)],
+                            capture_output=True, text=True, timeout=300)
+    log = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert "broken_chapter" in log and "ZeroDivisionError" in log
