@@ -105,8 +105,9 @@ def test_page_is_self_contained_and_renders(server, browser, name):
     time.sleep(0.3)
     errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
     assert not errors, errors
-    outside = [u for u in requested_urls(browser)
-               if not u.startswith((server, "data:", "blob:", "about:"))]
+    # chrome:// URLs are the browser's own pages (its new tab), not network requests
+    outside = [u for u in requested_urls(browser) if not u.startswith(
+        (server, "data:", "blob:", "about:", "chrome:", "chrome-extension:"))]
     assert not outside, f"requests that left the site: {outside}"
     screenshot(browser, name)
 
