@@ -19,25 +19,26 @@ from .masks import causal_mask
 LOW_PRECISION = (torch.float16, torch.bfloat16)
 
 
-def softmax_(scores: torch.Tensor, dim: int = -1) -> torch.Tensor:
-    """Numerically stable softmax along ``dim``, computed **in place** in ``scores``.
+def softmax(scores: torch.Tensor, dim: int = -1, inplace: bool = False) -> torch.Tensor:
+    """Numerically stable softmax along ``dim``.
 
     Subtracting the row maximum first changes nothing mathematically
     (softmax(x) = softmax(x - c)) but keeps every ``exp`` at most 1, so logits of
     1e4 do not overflow. Rows that are entirely ``-inf`` come out as NaN; callers
     that mask decide what such a row means.
+
+    ``inplace=True`` reuses the memory of ``scores`` (no second buffer the size of
+    the score matrix). When autograd is recording, the intermediate values are
+    needed for the backward pass, so it computes out of place anyway.
     """
-    row_max = scores.amax(dim, keepdim=True)
+    row_max = scores.amax(dim, keepdim=True).detach()
     # A row of -inf has max -inf; -inf - -inf is NaN, so shift such rows by 0.
-    row_max = row_max.masked_fill_(row_max == float("-inf"), 0.0)
-    scores.sub_(row_max).exp_()
-    return scores.div_(scores.sum(dim, keepdim=True))
-
-
-def softmax(scores: torch.Tensor, dim: int = -1) -> torch.Tensor:
-    """Numerically stable softmax along ``dim``; the input is left unchanged."""
-    check_tensor("scores", scores)
-    return softmax_(scores.clone(), dim)
+    row_max = row_max.masked_fill(row_max == float("-inf"), 0.0)
+    if inplace and not (scores.requires_grad and torch.is_grad_enabled()):
+        scores.sub_(row_max).exp_()
+        return scores.div_(scores.sum(dim, keepdim=True))
+    exp = (scores - row_max).exp()
+    return exp / exp.sum(dim, keepdim=True)
 
 
 def _check_qkv(query, key, value) -> None:
@@ -143,7 +144,7 @@ def scaled_dot_product_attention(
     if masked:
         apply_mask_(scores, attn_mask, is_causal)
         dead = scores.amax(-1, keepdim=True) == float("-inf")  # (..., L, 1): no key left
-    weights = softmax_(scores)  # in place: no second L x S buffer
+    weights = softmax(scores, inplace=True)  # no second L x S buffer at inference
     if masked:
         weights.masked_fill_(dead, 0.0)
     if dropout_p > 0.0:

@@ -8,7 +8,6 @@ import torch.nn.functional as F
 from torch.testing import assert_close
 
 from attention_core import causal_mask, scaled_dot_product_attention, softmax
-from attention_core.functional import softmax_
 
 SHAPES = [  # (batch dims, L, S, E, Ev)
     ((), 1, 1, 1, 1),
@@ -170,7 +169,23 @@ def test_softmax_stable_and_pure():
     assert_close(p, torch.softmax(x.double(), -1).float())
     assert torch.equal(x, before)  # softmax leaves its input alone
     y = x.clone()
-    assert softmax_(y) is y  # the in-place one writes into its argument
+    assert softmax(y, inplace=True) is y  # reuses its argument's memory
+    assert_close(y, p)
+
+
+def test_gradients_match_torch():
+    """Training goes through the package: its gradients equal PyTorch's."""
+    q, k, v = (x.requires_grad_() for x in qkv((2,), 5, 6, 8, 4))
+    mask = torch.rand(5, 6) > 0.3
+    mask[:, 0] = True
+    out, _ = scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    grads = torch.autograd.grad(out.square().sum(), (q, k, v))
+    ref = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    ref_grads = torch.autograd.grad(ref.square().sum(), (q, k, v))
+    for g, r in zip(grads, ref_grads):
+        assert_close(g, r)
+    logits = torch.randn(3, 7, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda x: softmax(x, inplace=True), (logits,))
 
 
 def test_dropout_keeps_expectation():
