@@ -24,6 +24,8 @@ from typing import Any, Callable, Mapping, Sequence
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from .viz import color
+
 Setup = Callable[..., Callable[..., None]]
 """``setup(fig, **values)`` draws the first frame and returns ``update(**values)``,
 which changes the artists in place (``set_data``, ``set_height``, titles)."""
@@ -167,37 +169,24 @@ class Explorer:
         return bundle
 
 
-def _self_attention_rows(tokens: Sequence[str], temperature: float, d_model: int):
-    """Weights and row entropies of parameter-free self-attention (Q = K = V = X)."""
-    import math
+def heatmap_entropy_explorer(tokens: Sequence[str], compute: Callable[..., Any],
+                             controls: Mapping[str, Sequence[Any]], initial=None,
+                             title: Callable[..., str] = lambda **v: "", alt: str = "") -> Explorer:
+    """A heatmap of weights next to the entropy of each row, driven by ``controls``.
 
-    from .functional import scaled_dot_product_attention
-    from .metrics import attention_entropy
-    from .toy_tasks import word_embeddings
-
-    x = word_embeddings(list(tokens), d_model)  # (T, D)
-    _, weights = scaled_dot_product_attention(x, x, x, scale=1 / (temperature * math.sqrt(d_model)))
-    return weights, attention_entropy(weights)  # (T, T), (T,)
-
-
-def basics_explorer(tokens: Sequence[str], temperatures=(0.25, 0.5, 1.0, 2.0, 4.0),
-                    lengths: Sequence[int] | None = None, d_model: int = 16) -> Explorer:
-    """Chapter 1: temperature and sequence length over a heatmap and its row entropies.
-
-    The scores are divided by ``temperature * sqrt(d_model)``: low temperature
-    sharpens each row towards its best key, high temperature flattens it.
+    ``compute(**values)`` returns ``(weights (n, n), labels)`` for the first ``n``
+    tokens shown; the figure is sized for ``len(tokens)`` and updated in place.
     """
     import math
 
     import numpy as np
 
+    from .metrics import attention_entropy
     from .viz import entropy_bars, heatmap, set_token_ticks
 
-    tokens = list(tokens)
-    lengths = list(lengths or range(2, len(tokens) + 1))
-    T = len(tokens)
+    tokens, T = list(tokens), len(tokens)
 
-    def setup(fig, temperature, tokens_shown):
+    def setup(fig, **values):
         ax_map, ax_ent = fig.subplots(1, 2, width_ratios=[1.15, 1])
         image = heatmap(np.zeros((T, T)), tokens, tokens, ax=ax_map)
         bars = entropy_bars(np.zeros(T), tokens, ax=ax_ent)
@@ -206,27 +195,234 @@ def basics_explorer(tokens: Sequence[str], temperatures=(0.25, 0.5, 1.0, 2.0, 4.
         note = ax_ent.text(0.98, 0.98, "", transform=ax_ent.transAxes, ha="right", va="top",
                            fontsize=8)
 
-        def update(temperature, tokens_shown):
-            n = tokens_shown
-            weights, entropy = _self_attention_rows(tokens[:n], temperature, d_model)
+        def update(**values):
+            weights, labels = compute(**values)
+            n = len(labels)
+            entropy = attention_entropy(weights)
             image.set_data(weights.numpy())
             image.set_extent((-0.5, n - 0.5, n - 0.5, -0.5))
-            set_token_ticks(ax_map, tokens[:n], tokens[:n])
-            ax_map.set_title(f"τ = {temperature}: each row sums to 1")
+            set_token_ticks(ax_map, labels, labels)
+            ax_map.set_title(title(**values))
             for i, bar in enumerate(bars):
                 bar.set_height(entropy[i].item() if i < n else 0.0)
                 bar.set_visible(i < n)
             ax_ent.set_xlim(-0.5, n - 0.5)
-            ax_ent.set_xticks(range(n), tokens[:n], rotation=45, ha="right")
+            ax_ent.set_xticks(range(n), labels, rotation=45, ha="right")
             line.set_ydata([math.log(n)] * 2)
             note.set_text(f"dashed: uniform over {n} keys,\nln {n} = {math.log(n):.3f} nats")
             ax_ent.set_title(f"mean entropy {entropy.mean():.2f} nats")
 
-        update(temperature, tokens_shown)
+        update(**values)
         return update
 
-    return Explorer(setup, {"temperature": list(temperatures), "tokens_shown": lengths},
-                    initial={"temperature": 1.0 if 1.0 in temperatures else temperatures[0],
-                             "tokens_shown": lengths[-1]},
-                    alt="Attention heatmap of the sentence and entropy of each row; "
-                        "the sliders change the softmax temperature and how many tokens are used.")
+    return Explorer(setup, controls, initial=initial, alt=alt)
+
+
+def basics_explorer(tokens: Sequence[str], temperatures=(0.25, 0.5, 1.0, 2.0, 4.0),
+                    d_model: int = 16) -> Explorer:
+    """Chapter 1: temperature and sequence length over a heatmap and its row entropies.
+
+    Parameter-free self-attention (Q = K = V = X) with the scores divided by
+    ``temperature * sqrt(d_model)``: low temperature sharpens each row towards its
+    best key, high temperature flattens it.
+    """
+    import math
+
+    from .functional import scaled_dot_product_attention
+    from .toy_tasks import word_embeddings
+
+    tokens = list(tokens)
+
+    def compute(temperature, tokens_shown):
+        x = word_embeddings(tokens[:tokens_shown], d_model)  # (n, D)
+        _, weights = scaled_dot_product_attention(
+            x, x, x, scale=1 / (temperature * math.sqrt(d_model)))
+        return weights, tokens[:tokens_shown]
+
+    return heatmap_entropy_explorer(
+        tokens, compute, {"temperature": list(temperatures),
+                          "tokens_shown": list(range(2, len(tokens) + 1))},
+        initial={"temperature": 1.0 if 1.0 in temperatures else temperatures[0],
+                 "tokens_shown": len(tokens)},
+        title=lambda temperature, tokens_shown: f"τ = {temperature}: each row sums to 1",
+        alt="Attention heatmap of the sentence and entropy of each row; the sliders change "
+            "the softmax temperature and how many tokens are used.")
+
+
+def scaling_explorer(d_ks=(1, 4, 16, 64, 256, 1024), num_keys: int = 16) -> Explorer:
+    """Chapter 2: d_k and scaling on/off over the score histogram, one softmax row,
+    and the mean row entropy against d_k."""
+    import math
+
+    import numpy as np
+
+    from .metrics import attention_entropy
+    from .scaling import random_scores, softmax_saturation
+    from .functional import softmax
+
+    d_ks = list(d_ks)
+    curves = {s: [softmax_saturation(d, s, num_keys)["entropy"] for d in d_ks] for s in (True, False)}
+    nbins = 40
+
+    def setup(fig, d_k, scaling):
+        ax_hist, ax_row, ax_ent = fig.subplots(1, 3, width_ratios=[1.1, 1, 1])
+        hist = ax_hist.bar(np.zeros(nbins), np.zeros(nbins), width=1.0, align="edge",
+                           color=color(0.3))
+        ax_hist.set_xlabel("score q·k (/√d_k if scaled)")
+        ax_hist.set_ylabel("density")
+        row = ax_row.bar(range(num_keys), np.zeros(num_keys), color=color(0.6))
+        ax_row.set_ylim(0, 1.05)
+        ax_row.set_xlabel("key")
+        ax_row.set_ylabel("softmax weight")
+        for s, style in ((True, "-o"), (False, "--s")):
+            ax_ent.plot(d_ks, curves[s], style, ms=3, color=color(0.2 if s else 0.75),
+                        label="scaled" if s else "unscaled")
+        ax_ent.axhline(math.log(num_keys), color="0.5", lw=0.8, ls=":")
+        marker, = ax_ent.plot([], [], "o", ms=10, mfc="none", mec="red", mew=2)
+        ax_ent.set_xscale("log", base=2)
+        ax_ent.set_xlabel("d_k")
+        ax_ent.set_ylabel("mean row entropy (nats)")
+        ax_ent.set_title(f"dotted: ln {num_keys} (uniform)", fontsize=9)
+        ax_ent.legend(fontsize=8, loc="lower left")
+
+        def update(d_k, scaling):
+            scaled = scaling == "on"
+            scores = random_scores(d_k, 2000, num_keys, scaled)  # (N, S)
+            values = scores.flatten().numpy()
+            limit = max(4.0, 4 * values.std())
+            density, edges = np.histogram(values, bins=nbins, range=(-limit, limit), density=True)
+            for bar, h, x0 in zip(hist, density, edges[:-1]):
+                bar.set_x(x0)
+                bar.set_width(edges[1] - edges[0])
+                bar.set_height(h)
+            ax_hist.set_xlim(-limit, limit)
+            ax_hist.set_ylim(0, density.max() * 1.1)
+            ax_hist.set_title(f"variance {values.var():.1f} (theory {1 if scaled else d_k})", fontsize=10)
+            weights = softmax(scores[0])
+            for bar, w in zip(row, weights):
+                bar.set_height(w.item())
+            ax_row.set_title(f"one row: max {weights.max():.2f}, "
+                             f"H = {attention_entropy(weights):.2f} nats", fontsize=10)
+            marker.set_data([d_k], [curves[scaled][d_ks.index(d_k)]])
+
+        update(d_k, scaling)
+        return update
+
+    return Explorer(setup, {"d_k": d_ks, "scaling": ["on", "off"]}, initial={"d_k": 64},
+                    figsize=(10, 3.2),
+                    alt="Histogram of dot-product scores, one softmax row, and mean row entropy "
+                        "against d_k; the sliders set d_k and switch the 1/sqrt(d_k) scaling.")
+
+
+def self_attention_explorer(tokens: Sequence[str], d_models=(4, 8, 16, 32, 64), seed: int = 0) -> Explorer:
+    """Chapter 3: sequence length and d_model over the heatmap of self-attention with
+    random (untrained, seeded) projections W_q, W_k, W_v."""
+    from .multihead import MultiHeadAttention
+    from .toy_tasks import word_embeddings
+
+    tokens = list(tokens)
+
+    def compute(d_model, tokens_shown):
+        torch.manual_seed(seed)
+        attention = MultiHeadAttention(d_model, num_heads=1, bias=False)
+        x = word_embeddings(tokens[:tokens_shown], d_model).unsqueeze(0)  # (1, n, D)
+        with torch.no_grad():
+            _, weights = attention(x)  # (1, 1, n, n)
+        return weights[0, 0], tokens[:tokens_shown]
+
+    import torch
+
+    return heatmap_entropy_explorer(
+        tokens, compute, {"d_model": list(d_models), "tokens_shown": list(range(2, len(tokens) + 1))},
+        initial={"d_model": 16 if 16 in d_models else d_models[0], "tokens_shown": len(tokens)},
+        title=lambda d_model, tokens_shown: f"d_model = {d_model}, random W_q, W_k",
+        alt="Self-attention heatmap with random projections and the entropy of each row; "
+            "the sliders set d_model and the number of tokens.")
+
+
+def masking_explorer(tokens: Sequence[str], d_model: int = 16) -> Explorer:
+    """Chapter 5: sequence length, padding length and causal on/off over the weights of
+    parameter-free self-attention with the combined mask."""
+    from .functional import scaled_dot_product_attention
+    from .masks import causal_mask, padding_mask
+    from .toy_tasks import word_embeddings
+
+    tokens = list(tokens)
+    T = len(tokens)
+
+    def compute(tokens_shown, padding, causal):
+        n = tokens_shown
+        labels = tokens[:n - padding] + ["<pad>"] * padding if padding < n else ["<pad>"] * n
+        x = word_embeddings(labels, d_model)  # (n, D)
+        mask = padding_mask([max(n - padding, 0)], n)[0]  # (1, n): keys that are real
+        if causal == "on":
+            mask = mask & causal_mask(n)  # (n, n)
+        _, weights = scaled_dot_product_attention(x, x, x, attn_mask=mask)
+        return weights, labels
+
+    padding_rows = (0, 1, 2, 3)
+    return heatmap_entropy_explorer(
+        tokens + ["<pad>"] * 0, compute,
+        {"tokens_shown": list(range(4, T + 1)), "padding": list(padding_rows), "causal": ["off", "on"]},
+        initial={"tokens_shown": T, "padding": 2, "causal": "on"},
+        title=lambda tokens_shown, padding, causal: f"causal {causal}, {padding} padded key(s)",
+        alt="Attention weights under a padding mask and an optional causal mask, and the "
+            "entropy of each row; masked entries are exactly zero.")
+
+
+def heads_explorer(models: Mapping[int, Any], seq_len: int, vocab_size: int,
+                   num_examples: int = 4, seed: int = 7) -> Explorer:
+    """Chapter 4: the number of heads of a trained :class:`~attention_core.toy_tasks.TinyTransformer`
+    (one model per head count in ``models``) and a test example, over the per-head grid
+    and the mean row entropy of each head."""
+    import math
+
+    import numpy as np
+    import torch
+
+    from .metrics import attention_entropy
+    from .toy_tasks import head_roles, reverse_and_shift_batch
+    from .viz import heatmap
+
+    x, _ = reverse_and_shift_batch(num_examples, seq_len, vocab_size,
+                                   torch.Generator().manual_seed(seed))  # (N, T)
+    with torch.no_grad():
+        weights = {h: m(x)[1][0] for h, m in models.items()}  # (N, H, T, T) per model
+    max_heads = max(models)
+
+    def setup(fig, num_heads, example):
+        axes = fig.subplots(1, max_heads + 1, width_ratios=[1] * max_heads + [0.9])
+        images = [heatmap(np.zeros((seq_len, seq_len)), ax=ax, colorbar=False) for ax in axes[:-1]]
+        for ax in axes[1:-1]:
+            ax.set_ylabel("")
+        bars = axes[-1].bar(range(max_heads), np.zeros(max_heads), color=color(0.35))
+        axes[-1].axhline(math.log(seq_len), color="0.3", ls="--", lw=1)
+        axes[-1].set_ylim(0, math.log(seq_len) * 1.1)
+        axes[-1].set_xticks(range(max_heads), [f"h{h}" for h in range(max_heads)])
+        axes[-1].set_ylabel("mean row entropy (nats)")
+        axes[-1].set_title(f"dashed: ln {seq_len}", fontsize=9)
+
+        def update(num_heads, example):
+            w = weights[num_heads][example]  # (H, T, T)
+            roles = head_roles(weights[num_heads])
+            tokens = [str(t) for t in x[example].tolist()]
+            for h, (ax, image) in enumerate(zip(axes, images)):
+                ax.set_visible(h < num_heads)
+                if h < num_heads:
+                    image.set_data(w[h].numpy())
+                    ax.set_xticks(range(seq_len), tokens, rotation=0)
+                    ax.set_yticks(range(seq_len), tokens)
+                    role = max(roles[h], key=roles[h].get)
+                    ax.set_title(f"head {h}: {role} {roles[h][role]:.2f}", fontsize=9)
+            entropy = attention_entropy(w).mean(-1)  # (H,)
+            for h, bar in enumerate(bars):
+                bar.set_height(entropy[h].item() if h < num_heads else 0.0)
+
+        update(num_heads, example)
+        return update
+
+    return Explorer(setup, {"num_heads": sorted(models), "example": list(range(num_examples))},
+                    initial={"num_heads": sorted(models)[-1]}, figsize=(11, 2.9),
+                    alt="One attention heatmap per head of the trained tiny transformer on a test "
+                        "sequence, and each head's mean row entropy; the sliders pick the number "
+                        "of heads and the example.")

@@ -75,6 +75,26 @@ class MultiHeadAttention(nn.Module):
         self.v_proj = nn.Linear(embed_dim, kv_dim, bias=bias)  # W_v
         self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias)  # W_o
 
+    @classmethod
+    def from_torch(cls, module: nn.MultiheadAttention) -> "MultiHeadAttention":
+        """A copy of ``torch.nn.MultiheadAttention`` (same weights, so same outputs).
+
+        PyTorch stores W_q, W_k, W_v stacked in one ``in_proj_weight (3E, E)``.
+        """
+        if not isinstance(module, nn.MultiheadAttention) or not module._qkv_same_embed_dim:
+            raise TypeError(f"module must be an nn.MultiheadAttention with kdim = vdim = "
+                            f"embed_dim, got {module!r}")
+        E, has_bias = module.embed_dim, module.in_proj_bias is not None
+        ours = cls(E, module.num_heads, bias=has_bias, dropout=module.dropout)
+        ours = ours.to(module.in_proj_weight.dtype)
+        with torch.no_grad():
+            for i, proj in enumerate((ours.q_proj, ours.k_proj, ours.v_proj)):
+                proj.weight.copy_(module.in_proj_weight[i * E:(i + 1) * E])
+                if has_bias:
+                    proj.bias.copy_(module.in_proj_bias[i * E:(i + 1) * E])
+            ours.out_proj.load_state_dict(module.out_proj.state_dict())
+        return ours
+
     def _check_input(self, name: str, x) -> None:
         check_tensor(name, x, min_dim=3)
         if x.dim() != 3 or x.size(-1) != self.embed_dim:

@@ -18,6 +18,7 @@ LEXICON: dict[str, tuple[str, ...]] = {
     "because": ("conjunction",),
     "it": ("pronoun", "animal", "thing"),  # could stand for either noun
     "tired": ("adjective", "animal"), "warm": ("adjective", "thing"),
+    "black": ("adjective",), "which": ("pronoun", "conjunction"),
 }
 FEATURES = sorted({f for feats in LEXICON.values() for f in feats} | {"unknown"})
 
@@ -50,3 +51,119 @@ def word_embeddings(tokens: list[str], d_model: int = 16, noise: float = 0.3,
         meaning = sum(directions[FEATURES.index(f)] for f in feats) / len(feats) ** 0.5
         rows.append(meaning + word_noise[word])  # about unit variance per component
     return torch.stack(rows)  # (T, D)
+
+
+# --- a task where attention heads must specialise ---------------------------------
+#
+# Shape legend: B batch, T sequence length, V vocabulary size, E embed dim.
+
+
+def reverse_and_shift_batch(batch_size: int, seq_len: int, vocab_size: int,
+                            generator: torch.Generator | None = None):
+    """Random sequences ``x (B, T)`` and two targets per position ``(B, T, 2)``:
+    ``y[..., 0]`` is the sequence reversed, ``x[T-1-i]``; ``y[..., 1]`` is the previous
+    token, ``x[i-1]`` (token 0 for the first position).
+
+    Solving both at once needs two different look-ups at every position: an
+    anti-diagonal one and a one-step-back one. One head cannot do both well.
+    """
+    x = torch.randint(1, vocab_size, (batch_size, seq_len), generator=generator)  # (B, T)
+    reverse = x.flip(-1)
+    previous = torch.cat([torch.zeros_like(x[:, :1]), x[:, :-1]], dim=1)
+    return x, torch.stack([reverse, previous], dim=-1)  # (B, T), (B, T, 2)
+
+
+class TinyTransformer(torch.nn.Module):
+    """One or more transformer blocks (pre-norm, as in GPT-2) with learned absolute
+    positions, reading a token sequence and predicting ``num_outputs`` tokens at each
+    position. Every attention layer returns its weights, so chapters can draw them.
+    """
+
+    def __init__(self, vocab_size: int, seq_len: int, embed_dim: int = 64, num_heads: int = 2,
+                 num_layers: int = 1, num_outputs: int = 2):
+        super().__init__()
+        from .multihead import MultiHeadAttention
+
+        self.vocab_size, self.num_outputs = vocab_size, num_outputs
+        self.token = torch.nn.Embedding(vocab_size, embed_dim)
+        self.position = torch.nn.Embedding(seq_len, embed_dim)
+        self.blocks = torch.nn.ModuleList()
+        for _ in range(num_layers):
+            self.blocks.append(torch.nn.ModuleDict({
+                "norm1": torch.nn.LayerNorm(embed_dim),
+                "attn": MultiHeadAttention(embed_dim, num_heads),
+                "norm2": torch.nn.LayerNorm(embed_dim),
+                "mlp": torch.nn.Sequential(torch.nn.Linear(embed_dim, 4 * embed_dim), torch.nn.GELU(),
+                                           torch.nn.Linear(4 * embed_dim, embed_dim)),
+            }))
+        self.norm = torch.nn.LayerNorm(embed_dim)
+        self.head = torch.nn.Linear(embed_dim, num_outputs * vocab_size)
+
+    def forward(self, x: torch.Tensor):
+        """``x (B, T)`` -> ``(logits (B, T, num_outputs, V), [weights (B, H, T, T) per layer])``."""
+        B, T = x.shape
+        h = self.token(x) + self.position(torch.arange(T, device=x.device))  # (B, T, E)
+        all_weights = []
+        for block in self.blocks:
+            attended, weights = block["attn"](block["norm1"](h))
+            h = h + attended
+            h = h + block["mlp"](block["norm2"](h))
+            all_weights.append(weights)
+        logits = self.head(self.norm(h)).view(B, T, self.num_outputs, self.vocab_size)
+        return logits, all_weights
+
+
+def train_reverse_and_shift(num_heads: int = 2, seq_len: int = 8, vocab_size: int = 12,
+                            steps: int = 400, batch_size: int = 128, embed_dim: int = 64,
+                            lr: float = 3e-3, seed: int = 0, progress: bool = True):
+    """Train a :class:`TinyTransformer` on :func:`reverse_and_shift_batch`, seeded.
+
+    Returns ``(model, losses)``; the model is in eval mode. ``progress`` shows a text
+    tqdm bar on stdout (it renders in notebooks, terminals and the built website).
+    """
+    import sys
+
+    from tqdm.std import tqdm
+
+    torch.manual_seed(seed)
+    g = torch.Generator().manual_seed(seed)
+    model = TinyTransformer(vocab_size, seq_len, embed_dim, num_heads)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    losses = []
+    bar = tqdm(range(steps), desc=f"training, {num_heads} head(s)", file=sys.stdout,
+               disable=not progress, mininterval=5.0, ncols=80, ascii=True)
+    for _ in bar:
+        x, y = reverse_and_shift_batch(batch_size, seq_len, vocab_size, g)
+        logits, _ = model(x)
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, vocab_size), y.reshape(-1))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+        bar.set_postfix(loss=f"{loss.item():.3f}", refresh=False)
+    bar.close()
+    return model.eval(), losses
+
+
+@torch.no_grad()
+def reverse_and_shift_accuracy(model: TinyTransformer, seq_len: int, vocab_size: int,
+                               num_sequences: int = 2000, seed: int = 1234) -> dict[str, float]:
+    """Per-token accuracy of each target on fresh sequences (chance is 1 / (V - 1))."""
+    x, y = reverse_and_shift_batch(num_sequences, seq_len, vocab_size,
+                                   torch.Generator().manual_seed(seed))
+    predictions = model(x)[0].argmax(-1)  # (B, T, 2)
+    correct = (predictions == y).float()
+    return {"reverse": correct[..., 0].mean().item(), "previous": correct[..., 1].mean().item()}
+
+
+def head_roles(weights: torch.Tensor) -> list[dict[str, float]]:
+    """How much of each head's weight lies on the anti-diagonal (reverse look-up) and on
+    the previous-token diagonal, averaged over queries: ``weights (B, H, T, T)``.
+
+    Queries where the two look-ups point at the same key (i = T/2) are left out.
+    """
+    B, H, T, _ = weights.shape
+    i = torch.tensor([q for q in range(1, T) if T - 1 - q != q - 1])  # queries with distinct targets
+    anti = weights[:, :, i, T - 1 - i].mean(dim=(0, 2))  # (H,)
+    prev = weights[:, :, i, i - 1].mean(dim=(0, 2))  # (H,)
+    return [{"reverse": anti[h].item(), "previous": prev[h].item()} for h in range(H)]

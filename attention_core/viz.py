@@ -17,6 +17,11 @@ import torch
 CMAP = "viridis"
 
 
+def color(x: float):
+    """A colour from the book's colormap, ``0 <= x <= 1``."""
+    return plt.get_cmap(CMAP)(x)
+
+
 def _to_numpy(x) -> np.ndarray:
     return x.detach().cpu().float().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
 
@@ -90,7 +95,7 @@ def entropy_bars(entropy, labels: Sequence[str] | None = None, max_entropy: floa
     """
     e = _to_numpy(entropy)
     ax = ax or plt.subplots(figsize=(4, 3))[1]
-    bars = ax.bar(range(len(e)), e, color=plt.get_cmap(CMAP)(0.35))
+    bars = ax.bar(range(len(e)), e, color=color(0.35))
     ax.set_xticks(range(len(e)), labels or [str(i) for i in range(len(e))], rotation=45, ha="right")
     ax.set_ylabel("entropy (nats)")
     ax.set_xlabel("query")

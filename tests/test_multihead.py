@@ -9,21 +9,9 @@ from attention_core import (MultiHeadAttention, apply_rotary, causal_mask, merge
                             padding_mask, repeat_kv, scaled_dot_product_attention, split_heads)
 
 
-def copy_from_torch(ref: nn.MultiheadAttention, mine: MultiHeadAttention) -> None:
-    E = ref.embed_dim
-    with torch.no_grad():
-        for i, proj in enumerate((mine.q_proj, mine.k_proj, mine.v_proj)):
-            proj.weight.copy_(ref.in_proj_weight[i * E:(i + 1) * E])
-            proj.bias.copy_(ref.in_proj_bias[i * E:(i + 1) * E])
-        mine.out_proj.weight.copy_(ref.out_proj.weight)
-        mine.out_proj.bias.copy_(ref.out_proj.bias)
-
-
 def pair(E=16, H=4):
     ref = nn.MultiheadAttention(E, H, batch_first=True).double().eval()
-    mine = MultiHeadAttention(E, H).double().eval()
-    copy_from_torch(ref, mine)
-    return ref, mine
+    return ref, MultiHeadAttention.from_torch(ref).eval()
 
 
 def test_self_attention_equals_torch():
@@ -55,6 +43,11 @@ def test_causal_equals_torch():
     out_ref, _ = ref(x, x, x, attn_mask=~causal_mask(6))  # torch: True = blocked
     out, _ = mine(x, is_causal=True)
     assert_close(out, out_ref)
+
+
+def test_from_torch_rejects_other_modules():
+    with pytest.raises(TypeError, match="module must be an nn.MultiheadAttention"):
+        MultiHeadAttention.from_torch(nn.Linear(4, 4))
 
 
 def test_parameter_count_matches_torch():
