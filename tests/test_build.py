@@ -17,10 +17,11 @@ JB = Path(sys.executable).with_name("jupyter-book")
 
 
 def text_outputs(nb):
-    """Every printed or displayed text of a notebook, cell by cell."""
+    """Every printed or displayed text of a notebook, cell by cell, except cells tagged
+    ``timing``, whose measured seconds differ from run to run by nature."""
     out = []
     for cell in nb.cells:
-        if cell.cell_type != "code":
+        if cell.cell_type != "code" or "timing" in cell.metadata.get("tags", []):
             continue
         for o in cell.get("outputs", []):
             if o.get("output_type") == "stream":
