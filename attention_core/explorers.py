@@ -278,6 +278,7 @@ def scaling_explorer(d_ks=(1, 4, 16, 64, 256, 1024), num_keys: int = 16) -> Expl
             ax_ent.plot(d_ks, curves[s], style, ms=3, color=color(0.2 if s else 0.75),
                         label="scaled" if s else "unscaled")
         ax_ent.axhline(math.log(num_keys), color="0.5", lw=0.8, ls=":")
+        ax_ent.set_ylim(0, math.log(num_keys) * 1.08)
         marker, = ax_ent.plot([], [], "o", ms=10, mfc="none", mec="red", mew=2)
         ax_ent.set_xscale("log", base=2)
         ax_ent.set_xlabel("d_k")

@@ -77,8 +77,8 @@ def head_grid(weights, tokens: Sequence[str] | None = None, ncols: int = 4,
         if h >= H:
             ax.axis("off")
             continue
-        images.append(heatmap(w[h], tokens, tokens, ax=ax, colorbar=False,
-                              title=head_names[h] if head_names else f"head {h}"))
+        images.append(heatmap(w[h], tokens, tokens, ax=ax, colorbar=False))
+        ax.set_title(head_names[h] if head_names else f"head {h}", fontsize=9)
         if h % ncols:
             ax.set_ylabel("")
     fig.colorbar(images[0], ax=axes, shrink=0.8, label="weight")
