@@ -28,13 +28,19 @@ def _build(book: Path) -> float:
 def run() -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         book = Path(tmp) / "book"
-        shutil.copytree(ROOT, book, ignore=shutil.ignore_patterns(".venv", "_build", ".git"))
+        shutil.copytree(ROOT, book, ignore=shutil.ignore_patterns(".venv", "_build", ".git",
+                                                                  ".pytest_cache", ".hypothesis"))
         clean, rebuild = _build(book), _build(book)
+        from jupyter_cache import get_cache
+
+        execution = {Path(r.uri).stem: r.data.get("execution_seconds")
+                     for r in get_cache(book / "_build" / ".jupyter_cache").list_cache_records()}
         sizes = {p.name: p.stat().st_size
                  for p in (book / "_build" / "html" / "chapters").glob("*.html")}
     largest = max(sizes, key=sizes.get)
     return {"clean_build_s": clean, "rebuild_s": rebuild, "chapters": len(sizes),
             "largest_page": largest, "largest_page_bytes": sizes[largest],
+            "chapter_execution_s": execution, "page_bytes": sizes,
             "targets": {"clean_build_s": 600, "rebuild_s": 30, "page_bytes": 3 * 1024 * 1024},
             "machine": machine()}
 
@@ -44,3 +50,5 @@ if __name__ == "__main__":
     print(f"book: clean build {r['clean_build_s']:.0f} s for {r['chapters']} chapter(s) "
           f"(target < 600 s for ten), rebuild {r['rebuild_s']:.1f} s (target < 30 s); "
           f"largest page {r['largest_page']} {r['largest_page_bytes'] / 1e6:.2f} MB (target <= 3 MB)")
+    for name, seconds in sorted(r["chapter_execution_s"].items()):
+        print(f"  {name}: executes in {seconds:.1f} s (target < 120 s)")
