@@ -5,19 +5,22 @@ Every chapter imports from here; ``attention_core.viz`` draws and
 """
 
 from .functional import scaled_dot_product_attention, softmax
-from .kv_cache import kv_cache_bytes
+from .kv_cache import KVCache, kv_cache_bytes
 from .masks import causal_mask, padding_mask, sliding_window_mask
 from .metrics import attention_entropy
-from .multihead import MultiHeadAttention, merge_heads, repeat_kv, split_heads
+from .multihead import (MultiHeadAttention, grouped_query_attention, merge_heads, repeat_kv,
+                        split_heads)
 from .positional import apply_rotary, sinusoidal_encoding
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "KVCache",
     "MultiHeadAttention",
     "apply_rotary",
     "attention_entropy",
     "causal_mask",
+    "grouped_query_attention",
     "kv_cache_bytes",
     "merge_heads",
     "padding_mask",

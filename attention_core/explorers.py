@@ -427,3 +427,55 @@ def heads_explorer(models: Mapping[int, Any], seq_len: int, vocab_size: int,
                     alt="One attention heatmap per head of the trained tiny transformer on a test "
                         "sequence, and each head's mean row entropy; the sliders pick the number "
                         "of heads and the example.")
+
+
+def kv_sharing_explorer(num_heads: int = 32, head_dim: int = 128, num_layers: int = 32,
+                        contexts=(1024, 4096, 8192, 32768, 131072)) -> Explorer:
+    """Chapter 8: number of key/value heads and context length over the head-sharing
+    diagram and the KV cache size (fp16, batch 1) of a model of the given shape."""
+    import numpy as np
+
+    from .kv_cache import kv_cache_bytes
+    from .viz import head_sharing_diagram
+
+    kv_options = [d for d in range(1, num_heads + 1) if num_heads % d == 0]
+    contexts = list(contexts)
+    gib = 2**30
+
+    def setup(fig, num_kv_heads, context):
+        ax_diagram, ax_size = fig.subplots(1, 2, width_ratios=[1.6, 1])
+        ax_size.set_xscale("log", base=2)
+        ax_size.set_yscale("log", base=2)
+        ax_size.set_xlabel("context length (tokens)")
+        ax_size.set_ylabel("KV cache (GiB, fp16)")
+        for kv in (num_heads, 1):
+            ax_size.plot(contexts, [kv_cache_bytes(num_layers, kv, head_dim, c) / gib for c in contexts],
+                         ":", color="0.6", lw=1)
+        ax_size.text(contexts[-1], kv_cache_bytes(num_layers, num_heads, head_dim, contexts[-1]) / gib,
+                     "MHA", fontsize=8, ha="right", va="bottom", color="0.4")
+        ax_size.text(contexts[-1], kv_cache_bytes(num_layers, 1, head_dim, contexts[-1]) / gib,
+                     "MQA", fontsize=8, ha="right", va="top", color="0.4")
+        line, = ax_size.plot([], [], "-o", ms=3, color=color(0.3))
+        point, = ax_size.plot([], [], "o", ms=10, mfc="none", mec="red", mew=2)
+
+        def update(num_kv_heads, context):
+            ax_diagram.clear()
+            head_sharing_diagram(num_heads, num_kv_heads, ax=ax_diagram)
+            kind = "MHA" if num_kv_heads == num_heads else "MQA" if num_kv_heads == 1 else "GQA"
+            ax_diagram.set_title(f"{kind}: {num_heads} query heads share {num_kv_heads} kv head(s)",
+                                 fontsize=10)
+            sizes = np.array([kv_cache_bytes(num_layers, num_kv_heads, head_dim, c) for c in contexts]) / gib
+            line.set_data(contexts, sizes)
+            size = kv_cache_bytes(num_layers, num_kv_heads, head_dim, context) / gib
+            point.set_data([context], [size])
+            ax_size.set_title(f"{context:,} tokens: {size:.2f} GiB", fontsize=10)
+
+        update(num_kv_heads, context)
+        return update
+
+    return Explorer(setup, {"num_kv_heads": kv_options, "context": contexts},
+                    initial={"num_kv_heads": 8 if 8 in kv_options else kv_options[0], "context": 4096},
+                    figsize=(10, 3),
+                    alt="Diagram of which query heads share each key/value head, and the KV cache "
+                        "size against context length; the sliders set the number of kv heads and "
+                        "the context.")

@@ -12,6 +12,8 @@ from torch import nn
 
 from ._checks import check_positive_int, check_tensor
 from .functional import scaled_dot_product_attention
+from .kv_cache import KVCache
+from .masks import causal_mask
 from .positional import apply_rotary
 
 
@@ -103,11 +105,14 @@ class MultiHeadAttention(nn.Module):
 
     def forward(self, query: torch.Tensor, key: torch.Tensor | None = None,
                 value: torch.Tensor | None = None, attn_mask: torch.Tensor | None = None,
-                is_causal: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+                is_causal: bool = False, kv_cache: "KVCache | None" = None
+                ) -> tuple[torch.Tensor, torch.Tensor]:
         """``query (B, L, E)``, ``key``/``value (B, S, E)`` (default: ``query``).
 
-        ``attn_mask`` broadcasts to ``(B, H, L, S)``. Returns ``(output (B, L, E),
-        weights (B, H, L, S))``.
+        ``attn_mask`` broadcasts to ``(B, H, L, S)``. With ``kv_cache`` (incremental
+        decoding), the new keys and values are appended to the cache and the queries
+        attend to everything cached so far. Returns ``(output (B, L, E), weights
+        (B, H, L, S))``.
         """
         key = query if key is None else key
         value = key if value is None else value
@@ -117,15 +122,68 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(f"query {tuple(query.shape)}, key {tuple(key.shape)} and value "
                              f"{tuple(value.shape)} must share B, and key/value must share S")
         q = split_heads(self.q_proj(query), self.num_heads)  # (B, H, L, D)
-        k = split_heads(self.k_proj(key), self.num_kv_heads)  # (B, Hkv, S, D)
-        v = split_heads(self.v_proj(value), self.num_kv_heads)  # (B, Hkv, S, D)
-        if self.rope:  # queries are the last L of the S positions, as in causal_mask
-            L, S = q.size(2), k.size(2)
-            k = apply_rotary(k, base=self.rope_base)
-            q = apply_rotary(q, torch.arange(S - L, S, device=q.device), base=self.rope_base)
-        groups = self.num_heads // self.num_kv_heads
-        k, v = repeat_kv(k, groups), repeat_kv(v, groups)  # (B, H, S, D)
-        out, weights = scaled_dot_product_attention(
+        k = split_heads(self.k_proj(key), self.num_kv_heads)  # (B, Hkv, S_new, D)
+        v = split_heads(self.v_proj(value), self.num_kv_heads)  # (B, Hkv, S_new, D)
+        past = 0 if kv_cache is None else kv_cache.length
+        if self.rope:  # absolute positions; queries are the last L of all S positions
+            k = apply_rotary(k, torch.arange(past, past + k.size(2), device=k.device), self.rope_base)
+            S = past + k.size(2)
+            q = apply_rotary(q, torch.arange(S - q.size(2), S, device=q.device), self.rope_base)
+        if kv_cache is not None:
+            k, v = kv_cache.append(k, v)  # (B, Hkv, S, D): all keys and values so far
+        out, weights = grouped_query_attention(
             q, k, v, attn_mask=attn_mask, is_causal=is_causal,
             dropout_p=self.dropout if self.training else 0.0)  # (B, H, L, D), (B, H, L, S)
         return self.out_proj(merge_heads(out)), weights  # (B, L, E), (B, H, L, S)
+
+
+def mean_pool_kv_heads(mha: MultiHeadAttention, num_kv_heads: int) -> MultiHeadAttention:
+    """Convert a trained MHA layer to GQA (or MQA with ``num_kv_heads=1``) by averaging
+    the key and value projections of the heads in each group (Ainslie et al., 2023).
+
+    Query and output projections are copied unchanged. The result usually needs a
+    short "uptraining" to recover the original quality.
+    """
+    H, D = mha.num_heads, mha.head_dim
+    if mha.num_kv_heads != H:
+        raise ValueError(f"mha must be plain MHA (num_kv_heads == num_heads), got "
+                         f"num_kv_heads={mha.num_kv_heads}, num_heads={H}")
+    gqa = MultiHeadAttention(mha.embed_dim, H, num_kv_heads, bias=mha.q_proj.bias is not None,
+                             dropout=mha.dropout, rope=mha.rope, rope_base=mha.rope_base)
+    gqa = gqa.to(mha.q_proj.weight.dtype)
+    G = H // num_kv_heads
+    with torch.no_grad():
+        gqa.q_proj.load_state_dict(mha.q_proj.state_dict())
+        gqa.out_proj.load_state_dict(mha.out_proj.state_dict())
+        for name in ("k_proj", "v_proj"):
+            src, dst = getattr(mha, name), getattr(gqa, name)
+            w = src.weight.view(num_kv_heads, G, D, mha.embed_dim)  # (Hkv, G, D, E): heads of a group
+            dst.weight.copy_(w.mean(1).reshape(num_kv_heads * D, mha.embed_dim))
+            if src.bias is not None:
+                dst.bias.copy_(src.bias.view(num_kv_heads, G, D).mean(1).flatten())
+    return gqa
+
+
+def grouped_query_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                            attn_mask: torch.Tensor | None = None, is_causal: bool = False,
+                            dropout_p: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Attention where ``H`` query heads share ``Hkv`` key/value heads.
+
+    ``q (B, H, L, D)``, ``k``/``v (B, Hkv, S, D)``; query head ``h`` reads kv head
+    ``h // (H // Hkv)``. Without a custom mask, the ``G = H // Hkv`` query heads of a
+    group are stacked as ``G * L`` queries against their one kv head, so keys and
+    values are read once per group, never copied; with a mask, kv heads are repeated.
+    Returns ``(output (B, H, L, D), weights (B, H, L, S))``.
+    """
+    B, H, L, D = q.shape
+    Hkv, S = k.size(1), k.size(2)
+    if H % Hkv:
+        raise ValueError(f"{Hkv} key/value heads must divide {H} query heads")
+    G = H // Hkv
+    if G == 1 or attn_mask is not None:
+        return scaled_dot_product_attention(q, repeat_kv(k, G), repeat_kv(v, G), attn_mask,
+                                            is_causal, dropout_p=dropout_p)
+    mask = causal_mask(L, S, device=q.device).repeat(G, 1) if is_causal else None  # (G*L, S)
+    q = q.reshape(B, Hkv, G * L, D)  # (B, Hkv, G*L, D): the group's heads, one after another
+    out, weights = scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+    return out.view(B, H, L, D), weights.view(B, H, L, S)  # (B, H, L, D), (B, H, L, S)

@@ -80,7 +80,7 @@ class TinyTransformer(torch.nn.Module):
     """
 
     def __init__(self, vocab_size: int, seq_len: int, embed_dim: int = 64, num_heads: int = 2,
-                 num_layers: int = 1, num_outputs: int = 2):
+                 num_layers: int = 1, num_outputs: int = 2, num_kv_heads: int | None = None):
         super().__init__()
         from .multihead import MultiHeadAttention
 
@@ -91,7 +91,7 @@ class TinyTransformer(torch.nn.Module):
         for _ in range(num_layers):
             self.blocks.append(torch.nn.ModuleDict({
                 "norm1": torch.nn.LayerNorm(embed_dim),
-                "attn": MultiHeadAttention(embed_dim, num_heads),
+                "attn": MultiHeadAttention(embed_dim, num_heads, num_kv_heads),
                 "norm2": torch.nn.LayerNorm(embed_dim),
                 "mlp": torch.nn.Sequential(torch.nn.Linear(embed_dim, 4 * embed_dim), torch.nn.GELU(),
                                            torch.nn.Linear(4 * embed_dim, embed_dim)),
@@ -115,9 +115,11 @@ class TinyTransformer(torch.nn.Module):
 
 def train_reverse_and_shift(num_heads: int = 2, seq_len: int = 8, vocab_size: int = 12,
                             steps: int = 400, batch_size: int = 128, embed_dim: int = 64,
-                            lr: float = 3e-3, seed: int = 0, progress: bool = True):
+                            lr: float = 3e-3, seed: int = 0, progress: bool = True,
+                            model: TinyTransformer | None = None, num_kv_heads: int | None = None):
     """Train a :class:`TinyTransformer` on :func:`reverse_and_shift_batch`, seeded.
 
+    Pass ``model`` to continue training one (e.g. uptraining after a conversion).
     Returns ``(model, losses)``; the model is in eval mode. ``progress`` shows a text
     tqdm bar on stdout (it renders in notebooks, terminals and the built website).
     """
@@ -127,7 +129,9 @@ def train_reverse_and_shift(num_heads: int = 2, seq_len: int = 8, vocab_size: in
 
     torch.manual_seed(seed)
     g = torch.Generator().manual_seed(seed)
-    model = TinyTransformer(vocab_size, seq_len, embed_dim, num_heads)
+    if model is None:
+        model = TinyTransformer(vocab_size, seq_len, embed_dim, num_heads, num_kv_heads=num_kv_heads)
+    model.train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     losses = []
     bar = tqdm(range(steps), desc=f"training, {num_heads} head(s)", file=sys.stdout,

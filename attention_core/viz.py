@@ -107,3 +107,26 @@ def entropy_bars(entropy, labels: Sequence[str] | None = None, max_entropy: floa
     if title:
         ax.set_title(title)
     return bars
+
+
+def head_sharing_diagram(num_heads: int, num_kv_heads: int, ax=None, title: str | None = None):
+    """Query heads (top row) joined to the key/value head each one reads (bottom row):
+    query head ``h`` uses kv head ``h // (num_heads // num_kv_heads)``."""
+    ax = ax or plt.subplots(figsize=(5, 2))[1]
+    group = num_heads // num_kv_heads
+    size = min(1.0, 16 / num_heads)  # smaller markers when there are many heads
+    kv_x = [(g * group + (group - 1) / 2) for g in range(num_kv_heads)]  # centred under its group
+    for h in range(num_heads):
+        g = h // group
+        ax.plot([h, kv_x[g]], [1, 0], color=color(g / max(num_kv_heads - 1, 1) * 0.85), lw=1.5 * size)
+        ax.scatter([h], [1], s=160 * size, marker="s", color=color(g / max(num_kv_heads - 1, 1) * 0.85), zorder=3)
+    ax.scatter(kv_x, [0] * num_kv_heads, s=260 * size, marker="o", zorder=3,
+               color=[color(g / max(num_kv_heads - 1, 1) * 0.85) for g in range(num_kv_heads)])
+    ax.text(-0.9, 1, "query heads", ha="right", va="center", fontsize=9)
+    ax.text(-0.9, 0, "key/value heads", ha="right", va="center", fontsize=9)
+    ax.set_xlim(-0.28 * num_heads - 3, num_heads - 0.4)
+    ax.set_ylim(-0.4, 1.4)
+    ax.axis("off")
+    if title:
+        ax.set_title(title, fontsize=10)
+    return ax

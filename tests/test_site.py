@@ -18,7 +18,7 @@ def page(site, name):
 
 
 def test_every_chapter_is_in_the_toc_in_order():
-    assert [f"chapters/{c}" for c in CHAPTERS] == TOC_FILES
+    assert TOC_FILES == [f"chapters/{c}" for c in CHAPTERS], "every chapter notebook is in the toc, in order"
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS)

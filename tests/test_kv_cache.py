@@ -1,0 +1,80 @@
+"""Incremental decoding with a KV cache equals full recomputation, for MHA, GQA and MQA."""
+
+import pytest
+import torch
+from torch.testing import assert_close
+
+from attention_core import (KVCache, MultiHeadAttention, grouped_query_attention, kv_cache_bytes,
+                            repeat_kv, scaled_dot_product_attention)
+from attention_core.multihead import mean_pool_kv_heads
+
+
+@pytest.mark.parametrize("num_kv_heads", [4, 2, 1])
+@pytest.mark.parametrize("rope", [False, True])
+def test_cached_decoding_equals_recompute_at_every_step(num_kv_heads, rope):
+    mha = MultiHeadAttention(16, 4, num_kv_heads=num_kv_heads, rope=rope).double().eval()
+    x = torch.randn(2, 9, 16, dtype=torch.float64)
+    cache = KVCache(2, num_kv_heads, 4, max_len=9, dtype=torch.float64)
+    with torch.no_grad():
+        full, full_w = mha(x, is_causal=True)
+        prompt, _ = mha(x[:, :3], is_causal=True, kv_cache=cache)  # pre-fill 3 tokens at once
+        assert_close(prompt, full[:, :3])
+        for t in range(3, 9):  # then one token at a time
+            step, w = mha(x[:, t:t + 1], is_causal=True, kv_cache=cache)
+            assert_close(step, full[:, t:t + 1])
+            assert_close(w[..., :t + 1], full_w[:, :, t:t + 1, :t + 1])
+    assert cache.length == 9
+    assert cache.nbytes() == kv_cache_bytes(1, num_kv_heads, 4, 9, batch_size=2, bytes_per_element=8)
+
+
+def test_cache_errors():
+    cache = KVCache(1, 2, 4, max_len=3)
+    with pytest.raises(ValueError, match=r"cache full: 0 \+ 4 new positions exceed max_len=3"):
+        cache.append(torch.zeros(1, 2, 4, 4), torch.zeros(1, 2, 4, 4))
+    with pytest.raises(ValueError, match=r"must be \(B, Hkv, T, D\) with \(B, Hkv, D\) = \(1, 2, 4\)"):
+        cache.append(torch.zeros(1, 3, 1, 4), torch.zeros(1, 3, 1, 4))
+    with pytest.raises(ValueError, match="max_len must be >= 1, got 0"):
+        KVCache(1, 2, 4, max_len=0)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("L,S", [(5, 5), (1, 7), (3, 8)])
+def test_grouped_path_equals_repeated_kv(causal, L, S):
+    q = torch.randn(2, 6, L, 8, dtype=torch.float64)
+    k, v = torch.randn(2, 3, S, 8, dtype=torch.float64), torch.randn(2, 3, S, 8, dtype=torch.float64)
+    out, w = grouped_query_attention(q, k, v, is_causal=causal)
+    ref_out, ref_w = scaled_dot_product_attention(q, repeat_kv(k, 2), repeat_kv(v, 2), is_causal=causal)
+    assert_close(out, ref_out)
+    assert_close(w, ref_w)
+
+
+def test_mean_pooling_conversion():
+    mha = MultiHeadAttention(8, 4).double()
+    gqa = mean_pool_kv_heads(mha, 2)
+    assert gqa.num_kv_heads == 2 and gqa.k_proj.weight.shape == (4, 8)
+    # kv head 1 of the GQA layer is the mean of MHA heads 2 and 3
+    assert_close(gqa.k_proj.weight[2:4], (mha.k_proj.weight[4:6] + mha.k_proj.weight[6:8]) / 2)
+    assert_close(gqa.v_proj.bias[0:2], (mha.v_proj.bias[0:2] + mha.v_proj.bias[2:4]) / 2)
+    same = mean_pool_kv_heads(mha, 4)  # groups of one: an exact copy
+    x = torch.randn(1, 5, 8, dtype=torch.float64)
+    assert_close(same(x)[0], mha(x)[0])
+    with pytest.raises(ValueError, match="mha must be plain MHA"):
+        mean_pool_kv_heads(gqa, 1)
+
+
+@pytest.mark.parametrize("config,per_token", [
+    ((32, 32, 128), 524_288),   # Llama 2 7B: 2 * 32 layers * 32 kv heads * 128 * 2 bytes
+    ((40, 40, 128), 819_200),   # Llama 2 13B
+    ((80, 8, 128), 327_680),    # Llama 2 70B, GQA with 8 kv heads
+    ((32, 8, 128), 131_072),    # Mistral 7B, GQA with 8 kv heads
+    ((32, 1, 64), 8_192),       # Falcon 7B, MQA
+])
+def test_kv_cache_bytes_of_published_models(config, per_token):
+    layers, kv_heads, head_dim = config
+    assert kv_cache_bytes(layers, kv_heads, head_dim, 1) == per_token
+    assert kv_cache_bytes(layers, kv_heads, head_dim, 4096, batch_size=3) == per_token * 4096 * 3
+
+
+def test_num_kv_heads_must_divide_num_heads():
+    with pytest.raises(ValueError, match="num_kv_heads=3 must divide num_heads=8"):
+        MultiHeadAttention(64, 8, num_kv_heads=3)
