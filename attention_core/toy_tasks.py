@@ -134,6 +134,7 @@ def train_reverse_and_shift(num_heads: int = 2, seq_len: int = 8, vocab_size: in
     model.train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     losses = []
+    tqdm.monitor_interval = 0  # no monitor thread inside a notebook kernel
     bar = tqdm(range(steps), desc=f"training, {num_heads} head(s)", file=sys.stdout,
                disable=not progress, mininterval=5.0, ncols=80, ascii=True)
     for _ in bar:
