@@ -10,13 +10,16 @@ from .masks import causal_mask, padding_mask, sliding_window_mask
 from .metrics import attention_entropy
 from .multihead import (MultiHeadAttention, grouped_query_attention, merge_heads, repeat_kv,
                         split_heads)
-from .positional import apply_rotary, sinusoidal_encoding
+from .positional import (alibi_bias, alibi_slopes, apply_rotary, sinusoidal_encoding,
+                         sinusoidal_shift_matrix)
 
 __version__ = "0.1.0"
 
 __all__ = [
     "KVCache",
     "MultiHeadAttention",
+    "alibi_bias",
+    "alibi_slopes",
     "apply_rotary",
     "attention_entropy",
     "causal_mask",
@@ -27,6 +30,7 @@ __all__ = [
     "repeat_kv",
     "scaled_dot_product_attention",
     "sinusoidal_encoding",
+    "sinusoidal_shift_matrix",
     "sliding_window_mask",
     "softmax",
     "split_heads",

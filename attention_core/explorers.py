@@ -479,3 +479,50 @@ def kv_sharing_explorer(num_heads: int = 32, head_dim: int = 128, num_layers: in
                     alt="Diagram of which query heads share each key/value head, and the KV cache "
                         "size against context length; the sliders set the number of kv heads and "
                         "the context.")
+
+
+def positional_explorer(d_models=(16, 32, 64, 128), bases=(100.0, 1000.0, 10000.0),
+                        positions=(32, 64, 128)) -> Explorer:
+    """Chapter 9: d_model, base and number of positions over the sinusoidal encoding
+    heatmap and the similarity PE(p) . PE(q) against the distance |p - q|."""
+    import numpy as np
+
+    from .positional import sinusoidal_encoding
+
+    max_p, max_d = max(positions), max(d_models)
+
+    def setup(fig, d_model, base, positions):
+        ax_map, ax_sim = fig.subplots(1, 2, width_ratios=[1.3, 1])
+        image = ax_map.imshow(np.zeros((max_p, max_d)), cmap="viridis", vmin=-1, vmax=1,
+                              aspect="auto", interpolation="nearest")
+        fig.colorbar(image, ax=ax_map, fraction=0.046, pad=0.04, label="PE value")
+        ax_map.set_xlabel("dimension")
+        ax_map.set_ylabel("position")
+        line, = ax_sim.plot([], [], color=color(0.3))
+        ax_sim.set_xlabel("distance |p - q|")
+        ax_sim.set_ylabel("PE(p)·PE(q) / (d_model / 2)")
+        ax_sim.set_ylim(-0.45, 1.05)
+        ax_sim.axhline(0, color="0.6", lw=0.8)
+
+        def update(d_model, base, positions):
+            num_positions = positions
+            pe = sinusoidal_encoding(num_positions, d_model, base)  # (P, D)
+            image.set_data(pe.numpy())
+            image.set_extent((-0.5, d_model - 0.5, num_positions - 0.5, -0.5))
+            ax_map.set_title(f"PE, d_model = {d_model}, base = {base:g}", fontsize=10)
+            similarity = (pe @ pe[0]) / (d_model / 2)  # (P,): depends on distance only
+            line.set_data(np.arange(num_positions), similarity.numpy())
+            ax_sim.set_xlim(0, num_positions - 1)
+            ax_sim.set_title("similarity falls with distance", fontsize=10)
+
+        update(d_model, base, positions)
+        return update
+
+    return Explorer(setup, {"d_model": list(d_models), "base": list(bases),
+                            "positions": list(positions)},
+                    initial={"d_model": 64 if 64 in d_models else d_models[0],
+                             "base": bases[-1], "positions": positions[-1]},
+                    figsize=(10, 3.4),
+                    alt="Heatmap of the sinusoidal position encoding (positions by dimensions) and "
+                        "the dot product of two encodings against their distance; the sliders "
+                        "set d_model, the base and the number of positions.")

@@ -37,6 +37,19 @@ def sinusoidal_encoding(num_positions: int, d_model: int, base: float = 10000.0)
     return pe.flatten(-2).float()  # (T, D): sin, cos interleaved
 
 
+def sinusoidal_shift_matrix(k: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
+    """The fixed matrix ``M_k (d_model, d_model)`` with ``PE[p + k] = M_k @ PE[p]`` for
+    every position ``p``: block-diagonal, one 2x2 rotation by ``k * base**(-2i/d_model)``
+    per (sin, cos) pair. This is why a model can attend by *relative* offset with a
+    linear map of the sinusoidal encoding (Vaswani et al., 2017, section 3.5).
+    """
+    _check_even("d_model", d_model)
+    angles = k * _frequencies(d_model, base)  # (D/2,)
+    cos, sin = angles.cos(), angles.sin()
+    blocks = torch.stack([torch.stack([cos, sin], -1), torch.stack([-sin, cos], -1)], -2)  # (D/2, 2, 2)
+    return torch.block_diag(*blocks).float()  # (D, D)
+
+
 def apply_rotary(x: torch.Tensor, positions: torch.Tensor | None = None,
                  base: float = 10000.0) -> torch.Tensor:
     """Rotary position embedding (RoPE, Su et al. 2021) of ``x (..., T, D)``.
@@ -60,3 +73,39 @@ def apply_rotary(x: torch.Tensor, positions: torch.Tensor | None = None,
     x_even, x_odd = x[..., 0::2], x[..., 1::2]  # (..., T, D/2) each
     rotated = torch.stack((x_even * cos - x_odd * sin, x_even * sin + x_odd * cos), dim=-1)
     return rotated.flatten(-2)  # (..., T, D)
+
+
+def alibi_slopes(num_heads: int) -> torch.Tensor:
+    """ALiBi's per-head slopes (Press et al., 2021): ``(num_heads,)``.
+
+    For ``n`` heads, a power of two, the slopes are the geometric sequence
+    ``2**(-8/n), 2**(-16/n), ..., 2**-8``. Otherwise the paper takes the slopes of
+    the nearest smaller power of two and adds every other slope of the next one.
+    """
+    check_positive_int("num_heads", num_heads)
+
+    def power_of_two(n: int) -> list[float]:
+        return [2 ** (-8 * (h + 1) / n) for h in range(n)]
+
+    closest = 2 ** (num_heads.bit_length() - 1)
+    slopes = power_of_two(closest)
+    if closest < num_heads:
+        slopes += power_of_two(2 * closest)[0::2][: num_heads - closest]
+    return torch.tensor(slopes)
+
+
+def alibi_bias(num_heads: int, L: int, S: int | None = None) -> torch.Tensor:
+    """ALiBi's additive bias ``(num_heads, L, S)``: ``-slope_h * |i - j|``, a penalty
+    growing linearly with the distance between query ``i`` and key ``j`` (queries
+    aligned to the end when S > L). Pass it as a float ``attn_mask``.
+
+    The paper uses it with a causal mask, where only ``j <= i`` survives and the bias
+    is ``-slope_h * (i - j)``; the absolute value makes it usable without one too.
+    """
+    check_positive_int("L", L)
+    S = L if S is None else S
+    check_positive_int("S", S)
+    i = torch.arange(S - L, S).unsqueeze(1)  # (L, 1): absolute query positions
+    j = torch.arange(S).unsqueeze(0)  # (1, S)
+    distance = (i - j).abs().float()  # (L, S)
+    return -alibi_slopes(num_heads).view(-1, 1, 1) * distance  # (H, L, S)

@@ -5,6 +5,8 @@ Shape legend: T tokens, D embedding dim.
 
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 
 # A tiny hand-made lexicon: each word is a sum of a few meaning directions.
@@ -73,25 +75,37 @@ def reverse_and_shift_batch(batch_size: int, seq_len: int, vocab_size: int,
     return x, torch.stack([reverse, previous], dim=-1)  # (B, T), (B, T, 2)
 
 
+POSITIONAL = ("learned", "sinusoidal", "rope", "alibi", "none")
+
+
 class TinyTransformer(torch.nn.Module):
-    """One or more transformer blocks (pre-norm, as in GPT-2) with learned absolute
-    positions, reading a token sequence and predicting ``num_outputs`` tokens at each
-    position. Every attention layer returns its weights, so chapters can draw them.
+    """Transformer blocks (pre-norm, as in GPT-2) reading a token sequence and
+    predicting ``num_outputs`` tokens at each position. Every attention layer returns
+    its weights, so chapters can draw them.
+
+    ``positional`` picks how order enters (see :data:`POSITIONAL`): learned absolute
+    embeddings for ``max_len`` positions, sinusoidal ones added to the input, RoPE on
+    queries and keys, ALiBi biases on the scores, or none. ``causal`` masks the future.
     """
 
-    def __init__(self, vocab_size: int, seq_len: int, embed_dim: int = 64, num_heads: int = 2,
-                 num_layers: int = 1, num_outputs: int = 2, num_kv_heads: int | None = None):
+    def __init__(self, vocab_size: int, max_len: int, embed_dim: int = 64, num_heads: int = 2,
+                 num_layers: int = 1, num_outputs: int = 2, num_kv_heads: int | None = None,
+                 positional: str = "learned", causal: bool = False):
         super().__init__()
         from .multihead import MultiHeadAttention
 
-        self.vocab_size, self.num_outputs = vocab_size, num_outputs
+        if positional not in POSITIONAL:
+            raise ValueError(f"positional must be one of {POSITIONAL}, got {positional!r}")
+        self.vocab_size, self.num_outputs, self.num_heads = vocab_size, num_outputs, num_heads
+        self.positional, self.causal, self.max_len = positional, causal, max_len
         self.token = torch.nn.Embedding(vocab_size, embed_dim)
-        self.position = torch.nn.Embedding(seq_len, embed_dim)
+        self.position = torch.nn.Embedding(max_len, embed_dim) if positional == "learned" else None
         self.blocks = torch.nn.ModuleList()
         for _ in range(num_layers):
             self.blocks.append(torch.nn.ModuleDict({
                 "norm1": torch.nn.LayerNorm(embed_dim),
-                "attn": MultiHeadAttention(embed_dim, num_heads, num_kv_heads),
+                "attn": MultiHeadAttention(embed_dim, num_heads, num_kv_heads,
+                                           rope=positional == "rope"),
                 "norm2": torch.nn.LayerNorm(embed_dim),
                 "mlp": torch.nn.Sequential(torch.nn.Linear(embed_dim, 4 * embed_dim), torch.nn.GELU(),
                                            torch.nn.Linear(4 * embed_dim, embed_dim)),
@@ -99,18 +113,70 @@ class TinyTransformer(torch.nn.Module):
         self.norm = torch.nn.LayerNorm(embed_dim)
         self.head = torch.nn.Linear(embed_dim, num_outputs * vocab_size)
 
+    def embed(self, x: torch.Tensor) -> torch.Tensor:
+        """Token embeddings plus absolute positions, if any: ``(B, T)`` -> ``(B, T, E)``."""
+        from .positional import sinusoidal_encoding
+
+        T = x.size(1)
+        h = self.token(x)  # (B, T, E)
+        if self.positional == "learned":
+            if T > self.max_len:
+                raise ValueError(f"learned positions stop at max_len={self.max_len}; "
+                                 f"got a sequence of {T} tokens")
+            h = h + self.position(torch.arange(T, device=x.device))
+        elif self.positional == "sinusoidal":
+            h = h + sinusoidal_encoding(T, h.size(-1)).to(h.device)
+        return h
+
     def forward(self, x: torch.Tensor):
         """``x (B, T)`` -> ``(logits (B, T, num_outputs, V), [weights (B, H, T, T) per layer])``."""
+        from .positional import alibi_bias
+
         B, T = x.shape
-        h = self.token(x) + self.position(torch.arange(T, device=x.device))  # (B, T, E)
+        h = self.embed(x)  # (B, T, E)
+        bias = alibi_bias(self.num_heads, T).to(h.device) if self.positional == "alibi" else None
         all_weights = []
         for block in self.blocks:
-            attended, weights = block["attn"](block["norm1"](h))
+            attended, weights = block["attn"](block["norm1"](h), attn_mask=bias, is_causal=self.causal)
             h = h + attended
             h = h + block["mlp"](block["norm2"](h))
             all_weights.append(weights)
         logits = self.head(self.norm(h)).view(B, T, self.num_outputs, self.vocab_size)
         return logits, all_weights
+
+
+def train_model(model: TinyTransformer, make_batch: Callable[[torch.Generator], tuple],
+                steps: int, lr: float = 3e-3, seed: int = 0, progress: bool = True,
+                desc: str = "training"):
+    """Train ``model`` with AdamW on batches ``(x (B, T), y (B, T, num_outputs))`` from
+    ``make_batch(generator)``, seeded. Returns ``(model in eval mode, losses)``.
+
+    ``progress`` shows a text tqdm bar on stdout (it renders in notebooks, terminals
+    and the built website).
+    """
+    import sys
+
+    from tqdm.std import tqdm
+
+    torch.manual_seed(seed)
+    g = torch.Generator().manual_seed(seed)
+    model.train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    losses = []
+    tqdm.monitor_interval = 0  # no monitor thread inside a notebook kernel
+    bar = tqdm(range(steps), desc=desc, file=sys.stdout, disable=not progress,
+               mininterval=5.0, ncols=80, ascii=True)
+    for _ in bar:
+        x, y = make_batch(g)
+        logits, _ = model(x)
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, model.vocab_size), y.reshape(-1))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+        bar.set_postfix(loss=f"{loss.item():.3f}", refresh=False)
+    bar.close()
+    return model.eval(), losses
 
 
 def train_reverse_and_shift(num_heads: int = 2, seq_len: int = 8, vocab_size: int = 12,
@@ -120,34 +186,13 @@ def train_reverse_and_shift(num_heads: int = 2, seq_len: int = 8, vocab_size: in
     """Train a :class:`TinyTransformer` on :func:`reverse_and_shift_batch`, seeded.
 
     Pass ``model`` to continue training one (e.g. uptraining after a conversion).
-    Returns ``(model, losses)``; the model is in eval mode. ``progress`` shows a text
-    tqdm bar on stdout (it renders in notebooks, terminals and the built website).
+    Returns ``(model, losses)``; the model is in eval mode.
     """
-    import sys
-
-    from tqdm.std import tqdm
-
-    torch.manual_seed(seed)
-    g = torch.Generator().manual_seed(seed)
     if model is None:
+        torch.manual_seed(seed)
         model = TinyTransformer(vocab_size, seq_len, embed_dim, num_heads, num_kv_heads=num_kv_heads)
-    model.train()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
-    losses = []
-    tqdm.monitor_interval = 0  # no monitor thread inside a notebook kernel
-    bar = tqdm(range(steps), desc=f"training, {num_heads} head(s)", file=sys.stdout,
-               disable=not progress, mininterval=5.0, ncols=80, ascii=True)
-    for _ in bar:
-        x, y = reverse_and_shift_batch(batch_size, seq_len, vocab_size, g)
-        logits, _ = model(x)
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, vocab_size), y.reshape(-1))
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
-        bar.set_postfix(loss=f"{loss.item():.3f}", refresh=False)
-    bar.close()
-    return model.eval(), losses
+    return train_model(model, lambda g: reverse_and_shift_batch(batch_size, seq_len, vocab_size, g),
+                       steps, lr, seed, progress, desc=f"training, {model.num_heads} head(s)")
 
 
 @torch.no_grad()
@@ -172,3 +217,21 @@ def head_roles(weights: torch.Tensor) -> list[dict[str, float]]:
     anti = weights[:, :, i, T - 1 - i].mean(dim=(0, 2))  # (H,)
     prev = weights[:, :, i, i - 1].mean(dim=(0, 2))  # (H,)
     return [{"reverse": anti[h].item(), "previous": prev[h].item()} for h in range(H)]
+
+
+def copy_back_batch(batch_size: int, seq_len: int, vocab_size: int, offset: int = 2,
+                    generator: torch.Generator | None = None):
+    """Random ``x (B, T)`` and the target ``y (B, T, 1)`` = the token ``offset`` places
+    back, ``x[i - offset]`` (token 0 where there is none). The rule is *relative*:
+    it reads the same at every position, so a model that learned it could in
+    principle apply it to sequences longer than those it was trained on."""
+    x = torch.randint(1, vocab_size, (batch_size, seq_len), generator=generator)  # (B, T)
+    y = torch.zeros_like(x)
+    y[:, offset:] = x[:, :-offset]
+    return x, y.unsqueeze(-1)  # (B, T), (B, T, 1)
+
+
+@torch.no_grad()
+def token_accuracy(model: TinyTransformer, x: torch.Tensor, y: torch.Tensor) -> float:
+    """Fraction of target tokens ``y (B, T, num_outputs)`` the model predicts."""
+    return (model(x)[0].argmax(-1) == y).float().mean().item()

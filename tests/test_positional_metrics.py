@@ -3,7 +3,9 @@ import math
 import torch
 from torch.testing import assert_close
 
-from attention_core import apply_rotary, kv_cache_bytes, sinusoidal_encoding
+from attention_core import (alibi_bias, alibi_slopes, apply_rotary, kv_cache_bytes, sinusoidal_encoding,
+                            sinusoidal_shift_matrix)
+from attention_core.positional import _frequencies
 
 
 def test_sinusoidal_known_values():
@@ -38,3 +40,57 @@ def test_kv_cache_bytes_hand_computed():
     assert kv_cache_bytes(32, 32, 128, 1) == 2 * 32 * 32 * 128 * 2 == 524288
     assert kv_cache_bytes(32, 32, 128, 4096) == 2 * 1024**3  # 2 GiB at 4k context
     assert kv_cache_bytes(80, 8, 128, 4096, batch_size=2, bytes_per_element=4) == 2 * 80 * 8 * 128 * 4096 * 2 * 4
+
+
+def test_sinusoidal_shift_is_a_fixed_rotation_for_every_position():
+    pe = sinusoidal_encoding(200, 16).double()
+    for k in (1, 5, 37):
+        M = sinusoidal_shift_matrix(k, 16).double()
+        assert_close(pe[k:], pe[:-k] @ M.T, atol=1e-5, rtol=0)  # float32 encoding
+        assert_close(M @ M.T, torch.eye(16, dtype=torch.float64), atol=1e-6, rtol=0)
+
+
+def test_sinusoidal_dot_product_depends_only_on_distance():
+    pe = sinusoidal_encoding(100, 32).double()
+    gram = pe @ pe.T
+    for d in (0, 1, 7, 40):
+        diagonal = torch.diagonal(gram, offset=d)
+        assert_close(diagonal, torch.full_like(diagonal, diagonal[0].item()), atol=1e-5, rtol=0)
+    assert_close(gram, gram.T)
+
+
+def test_sinusoidal_wavelengths_run_from_2pi_to_base_times_2pi():
+    frequencies = _frequencies(512, 10000.0)
+    wavelengths = 2 * math.pi / frequencies
+    assert abs(wavelengths[0] - 2 * math.pi) < 1e-9
+    # the last pair, i = d/2 - 1, has wavelength 2 pi base^((d-2)/d): just short of base * 2 pi
+    assert abs(wavelengths[-1] - 2 * math.pi * 10000 ** (510 / 512)) < 1e-6
+    assert wavelengths[-1] < 10000 * 2 * math.pi
+    ratios = wavelengths[1:] / wavelengths[:-1]
+    assert_close(ratios, torch.full_like(ratios, ratios[0].item()))  # geometric
+
+
+def test_alibi_slopes_follow_the_paper():
+    assert_close(alibi_slopes(8), torch.tensor([2.0 ** -(h + 1) for h in range(8)]))
+    # 6 heads: the 4-head slopes, then every other 8-head slope
+    assert_close(alibi_slopes(6), torch.tensor([2 ** -2, 2 ** -4, 2 ** -6, 2 ** -8, 2 ** -1, 2 ** -3]))
+    bias = alibi_bias(2, 3)
+    assert bias.shape == (2, 3, 3)
+    assert_close(bias[0], -0.0625 * torch.tensor([[0.0, 1, 2], [1, 0, 1], [2, 1, 0]]))
+
+
+def test_tiny_transformer_positional_options():
+    import pytest
+    from attention_core.toy_tasks import POSITIONAL, TinyTransformer
+
+    x = torch.randint(1, 10, (2, 12))
+    for positional in POSITIONAL:
+        model = TinyTransformer(10, max_len=8, positional=positional, causal=True, num_outputs=1)
+        if positional == "learned":
+            with pytest.raises(ValueError, match="learned positions stop at max_len=8; got a sequence of 12"):
+                model(x)
+        else:
+            logits, (weights,) = model(x)  # longer than max_len: fine without a position table
+            assert logits.shape == (2, 12, 1, 10) and (weights.triu(1) == 0).all()
+    with pytest.raises(ValueError, match="positional must be one of"):
+        TinyTransformer(10, 8, positional="relative")
