@@ -1,0 +1,99 @@
+"""Tiled attention is exact, and never holds more than one tile of scores."""
+
+import math
+
+import pytest
+import torch
+from torch.testing import assert_close
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from attention_core import causal_mask, scaled_dot_product_attention
+from attention_core.flash import flash_attention, online_softmax
+
+
+def qkv(batch, L, S, E=8, Ev=6):
+    return (torch.randn(*batch, L, E, dtype=torch.float64), torch.randn(*batch, S, E, dtype=torch.float64),
+            torch.randn(*batch, S, Ev, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("L,S,block_q,block_k", [(16, 16, 4, 4), (37, 23, 5, 7), (5, 40, 8, 3), (9, 9, 64, 64)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_equals_naive_attention(L, S, block_q, block_k, causal):
+    q, k, v = qkv((2, 3), L, S)
+    out, lse = flash_attention(q, k, v, is_causal=causal, block_q=block_q, block_k=block_k)
+    ref, weights = scaled_dot_product_attention(q, k, v, is_causal=causal)
+    assert_close(out, ref)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+    if causal:
+        scores = scores.masked_fill(~causal_mask(L, S), -math.inf)
+    alive = scores.amax(-1) > -math.inf
+    assert_close(lse[alive], torch.logsumexp(scores, -1)[alive])
+
+
+@pytest.mark.parametrize("kind", ["bool", "float"])
+def test_equals_naive_with_masks(kind):
+    q, k, v = qkv((2,), 13, 11)
+    if kind == "bool":
+        mask = torch.rand(2, 13, 11) > 0.4
+        mask[:, 3] = False  # a query with no key at all
+    else:
+        mask = torch.randn(13, 11, dtype=torch.float64)
+    out, _ = flash_attention(q, k, v, attn_mask=mask, block_q=4, block_k=3)
+    ref, _ = scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    assert_close(out, ref)
+    assert torch.isfinite(out).all()
+
+
+def test_custom_scale_and_float32():
+    q, k, v = (x.float() for x in qkv((4,), 50, 50))
+    out, _ = flash_attention(q, k, v, scale=0.3, block_q=16, block_k=16)
+    assert_close(out, scaled_dot_product_attention(q, k, v, scale=0.3)[0], atol=1e-5, rtol=1e-5)
+
+
+def test_online_softmax_matches_softmax_and_traces_the_running_values():
+    scores = torch.tensor([1.0, 3.0, 2.0, 5.0, 0.0, 4.0], dtype=torch.float64)
+    weights, trace = online_softmax(scores, block_size=2)
+    assert_close(weights, torch.softmax(scores, -1))
+    assert [t["m"] for t in trace] == [3.0, 5.0, 5.0]
+    # after the first block l = e^(1-3) + e^0; the second block rescales it by e^(3-5)
+    l1 = math.exp(-2) + 1
+    assert abs(trace[0]["l"] - l1) < 1e-12
+    assert abs(trace[1]["l"] - (l1 * math.exp(-2) + math.exp(-3) + 1)) < 1e-12
+    assert abs(trace[-1]["l"] - torch.exp(scores - 5).sum().item()) < 1e-12
+
+
+class LargestTensor(TorchDispatchMode):
+    """Records the largest tensor any operation produces."""
+
+    def __init__(self):
+        super().__init__()
+        self.largest = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in out if isinstance(out, (tuple, list)) else [out]:
+            if isinstance(t, torch.Tensor):
+                self.largest = max(self.largest, t.numel())
+        return out
+
+
+@pytest.mark.parametrize("L", [64, 256, 512])
+def test_memory_is_one_tile_not_the_score_matrix(L):
+    """The largest intermediate is a (B, H, block_q, block_k) tile or the output, however
+    long the sequence; naive attention's grows as L * L."""
+    B, H, D, block = 1, 2, 8, 32
+    q, k, v = (torch.randn(B, H, L, D) for _ in range(3))
+    with LargestTensor() as tiled:
+        flash_attention(q, k, v, block_q=block, block_k=block)
+    with LargestTensor() as naive:
+        scaled_dot_product_attention(q, k, v)
+    assert tiled.largest <= max(B * H * block * block, B * H * L * D)
+    assert naive.largest == B * H * L * L
+
+
+def test_bad_blocks_raise():
+    q, k, v = qkv((), 4, 4)
+    with pytest.raises(ValueError, match="block_q must be >= 1, got 0"):
+        flash_attention(q, k, v, block_q=0)
+    with pytest.raises(ValueError, match="scores must be one row"):
+        online_softmax(torch.zeros(2, 2), 2)
