@@ -526,3 +526,77 @@ def positional_explorer(d_models=(16, 32, 64, 128), bases=(100.0, 1000.0, 10000.
                     alt="Heatmap of the sinusoidal position encoding (positions by dimensions) and "
                         "the dot product of two encodings against their distance; the sliders "
                         "set d_model, the base and the number of positions.")
+
+
+def tiling_explorer(seq_lens=(8, 16, 32), blocks=(2, 4, 8), seed: int = 0) -> Explorer:
+    """Chapter 10: sequence length, block size and how many key blocks the tracked
+    query block has processed, over the grid of tiles and the running max and sum of
+    the tracked row (the online softmax)."""
+    import numpy as np
+    import torch
+
+    from .flash import online_softmax
+
+    g = torch.Generator().manual_seed(seed)
+    max_L = max(seq_lens)
+    scores_all = torch.randn(max_L, max_L, generator=g, dtype=torch.float64) * 2  # (L, S)
+    max_steps = max(L // b for L in seq_lens for b in blocks)
+
+    def setup(fig, seq_len, block, key_blocks_done):
+        ax_grid, ax_run = fig.subplots(1, 2, width_ratios=[1.25, 1])
+        image = ax_grid.imshow(np.zeros((max_L, max_L)), cmap="viridis", vmin=0, vmax=3,
+                               interpolation="nearest")
+        ax_grid.set_xlabel("key position")
+        ax_grid.set_ylabel("query position")
+        from matplotlib.patches import Patch
+
+        ax_grid.legend(handles=[Patch(color=image.cmap(image.norm(v)), label=name) for v, name in
+                                ((1, "earlier query blocks"), (2, "tiles done"), (3, "current tile"),
+                                 (0, "not yet read"))],
+                       fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
+        m_line, = ax_run.plot([], [], "o-", color=color(0.2), label="running max m")
+        l_line, = ax_run.plot([], [], "s-", color=color(0.7), label="running sum l")
+        m_true = ax_run.axhline(0, color=color(0.2), ls=":", lw=1)
+        l_true = ax_run.axhline(0, color=color(0.7), ls=":", lw=1)
+        ax_run.set_xlabel("key blocks read")
+        ax_run.legend(fontsize=8, loc="upper left")
+
+        def update(seq_len, block, key_blocks_done):
+            L, n_blocks = seq_len, seq_len // block
+            done = min(key_blocks_done, n_blocks)
+            tracked = (n_blocks // 2) * block  # first row of a query block in the middle
+            state = np.zeros((L, L))  # 0 pending, 1 earlier query blocks, 2 done, 3 current
+            state[:tracked] = 1
+            state[tracked:tracked + block, :done * block] = 2
+            state[tracked:tracked + block, (done - 1) * block:done * block] = 3
+            image.set_data(state)
+            image.set_extent((-0.5, L - 0.5, L - 0.5, -0.5))
+            ax_grid.set_xticks(np.arange(-0.5, L, block), minor=True)
+            ax_grid.set_yticks(np.arange(-0.5, L, block), minor=True)
+            ax_grid.grid(which="minor", color="white", lw=0.8)
+            ax_grid.tick_params(which="minor", length=0)
+            ax_grid.set_title(f"L = {L}, {block}x{block} tiles: query block at rows "
+                              f"{tracked}-{tracked + block - 1}, key block {done} of {n_blocks}",
+                              fontsize=9)
+            row = scores_all[tracked, :L]
+            _, trace = online_softmax(row, block)
+            steps = np.arange(1, done + 1)
+            m_line.set_data(steps, [t["m"] for t in trace[:done]])
+            l_line.set_data(steps, [t["l"] for t in trace[:done]])
+            m_true.set_ydata([trace[-1]["m"]] * 2)
+            l_true.set_ydata([trace[-1]["l"]] * 2)
+            ax_run.set_xlim(0.5, max(n_blocks, 2) + 0.5)
+            top = max(max(t["m"] for t in trace), max(t["l"] for t in trace))
+            ax_run.set_ylim(min(0, min(t["m"] for t in trace)) - 0.5, top * 1.15 + 0.5)
+            ax_run.set_title(f"row {tracked}: dotted = final values (m = {trace[-1]['m']:.2f}, "
+                             f"l = {trace[-1]['l']:.2f})", fontsize=9)
+
+        update(seq_len, block, key_blocks_done)
+        return update
+
+    return Explorer(setup, {"seq_len": list(seq_lens), "block": list(blocks),
+                            "key_blocks_done": list(range(1, max_steps + 1))},
+                    initial={"seq_len": 16, "block": 4, "key_blocks_done": 2}, figsize=(10, 3.8),
+                    alt="Grid of score tiles coloured by state (done, current, pending) for one query "
+                        "block, and the running maximum and running sum of one row after each key "
+                        "block; the sliders set the sequence length, the block size and the step.")

@@ -1,23 +1,13 @@
-"""Shared timing helpers: median of repeats, and the machine a figure was measured on."""
+"""Shared helpers: the package's own timing and memory measurement, and the machine."""
 
 from __future__ import annotations
 
 import os
 import platform
-import time
 
 import torch
 
-
-def median_seconds(fn, repeats: int = 15, warmup: int = 2) -> float:
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return sorted(times)[len(times) // 2]
+from attention_core.measure import median_seconds, peak_memory_bytes  # noqa: F401
 
 
 def machine() -> str:

@@ -9,7 +9,8 @@ from bs4 import BeautifulSoup
 
 from conftest import CHAPTERS, ROOT
 
-TOC_FILES = re.findall(r"file:\s*(\S+)", (ROOT / "_toc.yml").read_text())
+TOC_FILES = [f for f in re.findall(r"file:\s*(\S+)", (ROOT / "_toc.yml").read_text())
+             if f.startswith("chapters/")]
 BUDGET_BYTES = 3 * 1024 * 1024
 
 
@@ -51,6 +52,13 @@ def test_chapter_page_weight_within_budget(site, chapter):
     assert weight <= BUDGET_BYTES, f"{chapter}: {weight / 1e6:.2f} MB > 3 MB"
 
 
+def test_performance_page_draws_the_benchmarks(site):
+    soup = page(site, "performance")
+    text = soup.get_text()
+    assert "target" in text and "Traceback" not in text
+    assert len(soup.select("main img")) >= 2
+
+
 def test_no_external_scripts_or_styles(site):
     for path in site.rglob("*.html"):
         soup = BeautifulSoup(path.read_text(), "html.parser")
@@ -74,9 +82,9 @@ def test_launch_buttons_are_links(site):
     assert any("git-pull" in h for h in hrefs), "JupyterHub button goes through nbgitpuller"
 
 
-@pytest.mark.parametrize("chapter", CHAPTERS)
-def test_notebook_stored_without_outputs_and_starts_with_setup(chapter):
-    nb = json.loads((ROOT / "chapters" / f"{chapter}.ipynb").read_text())
+@pytest.mark.parametrize("notebook", [f"chapters/{c}" for c in CHAPTERS] + ["performance"])
+def test_notebook_stored_without_outputs_and_starts_with_setup(notebook):
+    nb = json.loads((ROOT / f"{notebook}.ipynb").read_text())
     code = [c for c in nb["cells"] if c["cell_type"] == "code"]
     assert all(not c["outputs"] and c["execution_count"] is None for c in code)
     first = code[0]
