@@ -6,6 +6,9 @@ the page down for nothing.
   thebe: the launch buttons are plain links.
 * myst-nb inlines the ipywidgets state of each executed notebook. The website shows
   the explorers' static HTML view, so that state is never read.
+
+It also loads MathJax on every page, not only on pages with equations of their own:
+the navigation shows chapter titles, and a title can hold math.
 """
 
 DROP_FILES = ("sphinx-thebe.js",)
@@ -27,5 +30,6 @@ def strip_scripts(app, pagename, templatename, context, doctree):
 
 
 def setup(app):
+    app.set_html_assets_policy("always")
     app.connect("html-page-context", strip_scripts, priority=900)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
