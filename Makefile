@@ -5,7 +5,7 @@ PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
 MATHJAX_VERSION := 3.2.2
 MATHJAX := _vendor/_static/mathjax/tex-svg.js
-# SOLUTIONS=hide builds a student edition (see the instructor guide).
+# `make bench ONLY="flash sdpa"` re-runs some benchmarks and keeps the rest of results.json.
 BOOK_FLAGS := --all -W -n --keep-going
 
 .PHONY: book test bench clean setup
@@ -44,7 +44,7 @@ test: book
 	$(PY) -m pytest
 
 bench: setup
-	cd benchmarks && ../$(PY) run_all.py
+	cd benchmarks && ../$(PY) run_all.py $(ONLY)
 
 clean:
 	rm -rf _build _vendor .pytest_cache .hypothesis

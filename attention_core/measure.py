@@ -29,16 +29,28 @@ def _rss_bytes() -> int:
     return pages * 4096
 
 
+def _release_free_memory() -> None:
+    """Hand memory that was freed but kept by the C allocator back to the operating
+    system (glibc's ``malloc_trim``), so a new allocation shows up as new RSS."""
+    import ctypes
+
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: measurements may under-count reuse
+        pass
+
+
 def peak_memory_bytes(fn, interval: float = 0.0005) -> int:
     """How far the resident memory rises above its starting level while ``fn()`` runs.
 
-    A thread samples ``/proc/self/statm`` every ``interval`` seconds. Large tensors are
-    allocated and freed straight from the operating system, so this sees them; calls
-    shorter than a few milliseconds may be under-counted.
+    A thread samples ``/proc/self/statm`` every ``interval`` seconds. Freed memory is
+    first handed back to the operating system, so allocations during the call show up;
+    calls shorter than a few milliseconds may be under-counted.
     """
     if not Path("/proc/self/statm").exists():
         raise RuntimeError("peak_memory_bytes reads /proc/self/statm, which needs Linux")
     gc.collect()
+    _release_free_memory()
     baseline = peak = _rss_bytes()
     done = threading.Event()
 

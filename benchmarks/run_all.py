@@ -1,7 +1,11 @@
-"""`make bench`: every benchmark, printed and written to benchmarks/results.json."""
+"""`make bench`: every benchmark, printed and written to benchmarks/results.json.
+
+`python run_all.py flash sdpa` re-runs only the named ones and keeps the others' results.
+"""
 
 import datetime
 import json
+import sys
 from pathlib import Path
 
 import bench_build
@@ -9,13 +13,20 @@ import bench_explorer
 import bench_flash
 import bench_sdpa
 
-results = {}
-for name, module in (("sdpa", bench_sdpa), ("flash", bench_flash), ("explorer", bench_explorer),
-                     ("build", bench_build)):
+BENCHMARKS = {"sdpa": bench_sdpa, "flash": bench_flash, "explorer": bench_explorer,
+              "build": bench_build}
+RESULTS = Path(__file__).with_name("results.json")
+
+chosen = sys.argv[1:] or list(BENCHMARKS)
+unknown = set(chosen) - set(BENCHMARKS)
+if unknown:
+    sys.exit(f"unknown benchmark(s) {sorted(unknown)}; choose from {sorted(BENCHMARKS)}")
+results = json.loads(RESULTS.read_text()) if RESULTS.exists() and sys.argv[1:] else {}
+for name in chosen:
     print(f"--- {name}")
-    results[name] = module.run()
+    results[name] = BENCHMARKS[name].run()
     results[name]["measured_on"] = datetime.date.today().isoformat()
     for key, value in results[name].items():
         print(f"  {key}: {value:.4g}" if isinstance(value, float) else f"  {key}: {value}")
-    Path(__file__).with_name("results.json").write_text(json.dumps(results, indent=2) + "\n")
+    RESULTS.write_text(json.dumps({k: results[k] for k in BENCHMARKS if k in results}, indent=2) + "\n")
 print("written benchmarks/results.json")
