@@ -45,21 +45,33 @@ def test_a_fresh_run_prints_the_same_numbers_as_the_build(site, chapter, tmp_pat
     assert any(built_text.values()), "the chapter prints numbers"
 
 
-def test_a_failing_cell_fails_the_build_and_names_the_chapter(tmp_path):
+def build_tiny_book(tmp_path, markdown: str, code: str):
+    """A one-chapter book with the real configuration; returns (exit code, log)."""
     book = tmp_path / "book"
     book.mkdir()
     shutil.copy(ROOT / "_config.yml", book / "_config.yml")
+    shutil.copy(ROOT / "references.bib", book / "references.bib")
     shutil.copytree(ROOT / "_ext", book / "_ext")
     (book / "_toc.yml").write_text("format: jb-book\nroot: intro\nchapters:\n  - file: broken_chapter\n")
     (book / "intro.md").write_text("# Intro\n")
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# Broken"),
-                                         nbformat.v4.new_code_cell("1 / 0")])
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(markdown),
+                                         nbformat.v4.new_code_cell(code)])
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(nb, book / "broken_chapter.ipynb")
     config = (book / "_config.yml").read_text().replace("logo: ", "# logo: ").replace("favicon: ", "# favicon: ")
     (book / "_config.yml").write_text(config)
     result = subprocess.run([str(JB), "build", "--all", "-W", "-n", "--keep-going", str(book)],
                             capture_output=True, text=True, timeout=300)
-    log = result.stdout + result.stderr
-    assert result.returncode != 0
+    return result.returncode, result.stdout + result.stderr
+
+
+def test_a_failing_cell_fails_the_build_and_names_the_chapter(tmp_path):
+    code, log = build_tiny_book(tmp_path, "# Broken", "1 / 0")
+    assert code != 0
     assert "broken_chapter" in log and "ZeroDivisionError" in log
+
+
+def test_an_unknown_citation_fails_the_build(tmp_path):
+    code, log = build_tiny_book(tmp_path, "# Cites\n\nAs shown by {cite:p}`nobody1999`.", "1 + 1")
+    assert code != 0
+    assert "nobody1999" in log
