@@ -1,0 +1,294 @@
+"""Checkers for the book's "implement" exercises.
+
+Each ``check_*`` runs a student's function on several cases and compares it with the
+package's reference. On a mismatch it names the case, the input shapes, what was
+expected and what came back, and, when the wrong answer matches a typical mistake
+(forgot the scale, softmax over the wrong axis, mask inverted...), says which.
+
+    >>> from attention_core.exercises import check_softmax
+    >>> check_softmax(my_softmax)   # prints the verdict; truthy when every case passes
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import torch
+
+from . import functional, masks, multihead, positional
+
+
+@dataclass
+class Feedback:
+    """The verdict of a checker: truthy when every case passed; prints its message."""
+
+    passed: bool
+    message: str
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+    def __repr__(self) -> str:
+        return self.message
+
+
+@dataclass
+class Case:
+    name: str
+    args: tuple
+
+
+def _describe(x: Any) -> str:
+    if isinstance(x, torch.Tensor):
+        return f"tensor of shape {tuple(x.shape)}, dtype {x.dtype}"
+    return repr(x)
+
+
+def _same(got: Any, expected: torch.Tensor) -> bool:
+    if not isinstance(got, torch.Tensor) or got.shape != expected.shape or got.dtype != expected.dtype:
+        return False
+    if expected.dtype == torch.bool:
+        return torch.equal(got, expected)
+    return torch.allclose(got, expected, atol=1e-5, rtol=1e-4, equal_nan=True)
+
+
+def _check(student: Callable, reference: Callable, cases: Sequence[Case],
+           mistakes: dict[str, Callable], what: str) -> Feedback:
+    if not callable(student):
+        return Feedback(False, f"check_{what} needs a function, got {_describe(student)}")
+    for case in cases:
+        expected = reference(*case.args)
+        inputs = ", ".join(_describe(a) for a in case.args)
+        try:
+            got = student(*(a.clone() if isinstance(a, torch.Tensor) else a for a in case.args))
+        except Exception as error:  # the student's code raised: report it, do not crash
+            return Feedback(False, f"Case '{case.name}' ({inputs}): your function raised "
+                                   f"{type(error).__name__}: {error}")
+        if _same(got, expected):
+            continue
+        lines = [f"Case '{case.name}' failed.", f"  input: {inputs}",
+                 f"  expected: {_describe(expected)}", f"  got:      {_describe(got)}"]
+        if isinstance(got, torch.Tensor) and got.shape == expected.shape and got.dtype == expected.dtype:
+            lines.append(f"  expected values (first row): {expected.reshape(-1, expected.shape[-1])[0].tolist()}")
+            lines.append(f"  your values (first row):     {got.reshape(-1, got.shape[-1])[0].tolist()}")
+        mistake = _diagnose(student, cases, mistakes)
+        if mistake:
+            lines.append(f"  likely mistake: {mistake}")
+        return Feedback(False, "\n".join(lines))
+    return Feedback(True, f"All {len(cases)} cases passed: {', '.join(c.name for c in cases)}.")
+
+
+def _diagnose(student: Callable, cases: Sequence[Case], mistakes: dict[str, Callable]) -> str | None:
+    """The typical mistake whose output equals the student's on every case (a single
+    small case can fit several mistakes at once), or None."""
+    def outputs(fn):
+        results = []
+        for case in cases:
+            try:
+                results.append(fn(*(a.clone() if isinstance(a, torch.Tensor) else a for a in case.args)))
+            except Exception:
+                results.append(None)
+        return results
+
+    theirs = outputs(student)
+    for mistake, wrong in mistakes.items():
+        if all(g is not None and isinstance(w, torch.Tensor) and _same(g, w)
+               for g, w in zip(theirs, outputs(wrong))):
+            return mistake
+    return None
+
+
+def _rand(*shape, seed=0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+
+
+# --- softmax -------------------------------------------------------------------------
+
+def check_softmax(student: Callable) -> Feedback:
+    """``student(x)`` must return the softmax of ``x`` along its last dimension."""
+    cases = [Case("one row", (torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64),)),
+             Case("a batch of rows", (_rand(4, 5),)),
+             Case("large logits (1e4)", (torch.tensor([[1e4, 1e4 - 1.0, 0.0]], dtype=torch.float64),)),
+             Case("a -inf entry", (torch.tensor([[0.0, -math.inf, 1.0]], dtype=torch.float64),))]
+    mistakes = {
+        "exp overflows: subtract the row maximum before exponentiating":
+            lambda x: x.exp() / x.exp().sum(-1, keepdim=True),
+        "softmax over the wrong axis: normalise along the last dimension (dim=-1)":
+            lambda x: torch.softmax(x, 0),
+        "forgot to divide by the sum of the exponentials":
+            lambda x: (x - x.amax(-1, keepdim=True)).exp(),
+    }
+    return _check(student, lambda x: functional.softmax(x), cases, mistakes, "softmax")
+
+
+# --- scaled dot-product attention ------------------------------------------------------
+
+def _attention_ref(q, k, v, mask=None):
+    return functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)[0]
+
+
+def _attention_wrong(scale=None, dim=-1, invert=False):
+    def wrong(q, k, v, mask=None):
+        s = q @ k.transpose(-2, -1) * (scale(q.size(-1)) if scale else 1 / math.sqrt(q.size(-1)))
+        if mask is not None:
+            s = s.masked_fill(mask if invert else ~mask, -math.inf)
+        return torch.softmax(s, dim) @ v
+    return wrong
+
+
+def check_attention(student: Callable) -> Feedback:
+    """``student(q, k, v, mask=None)`` must return scaled dot-product attention's output,
+    with ``mask`` boolean, True = may attend."""
+    q, k, v = _rand(2, 3, 4, seed=1), _rand(2, 5, 4, seed=2), _rand(2, 5, 6, seed=3)
+    mask = torch.tensor([[True, True, False, False, False]] * 3)
+    cases = [Case("three tokens, d_k = 2", (torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]], dtype=torch.float64),
+                                            torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]], dtype=torch.float64),
+                                            torch.tensor([[1.0, 0.0], [0.0, 10.0], [5.0, 5.0]], dtype=torch.float64))),
+             Case("batch, L != S", (q, k, v)),
+             Case("with a mask", (q, k, v, mask))]
+    mistakes = {
+        "forgot the 1/sqrt(d_k) scale": _attention_wrong(scale=lambda d: 1.0),
+        "divided by d_k instead of sqrt(d_k)": _attention_wrong(scale=lambda d: 1.0 / d),
+        "softmax over the wrong axis: each query's row (the keys, dim=-1) must sum to 1":
+            _attention_wrong(dim=-2),
+        "mask inverted: True means 'may attend', so fill where the mask is False":
+            _attention_wrong(invert=True),
+    }
+    return _check(student, _attention_ref, cases, mistakes, "attention")
+
+
+def check_self_attention(student: Callable) -> Feedback:
+    """``student(x, W_q, W_k, W_v)`` must return single-head self-attention's output
+    ``softmax((x W_q)(x W_k)^T / sqrt(d_k)) (x W_v)`` for ``x (T, d_model)``."""
+    x = _rand(5, 6, seed=10)
+    W_q, W_k, W_v = _rand(6, 4, seed=11), _rand(6, 4, seed=12), _rand(6, 3, seed=13)
+    cases = [Case("T=5, d_model=6, d_k=4, d_v=3", (x, W_q, W_k, W_v)),
+             Case("one token", (x[:1], W_q, W_k, W_v))]
+
+    def reference(x, W_q, W_k, W_v):
+        return functional.scaled_dot_product_attention(x @ W_q, x @ W_k, x @ W_v)[0]
+
+    mistakes = {
+        "forgot the 1/sqrt(d_k) scale": lambda x, q, k, v: torch.softmax((x @ q) @ (x @ k).T, -1) @ (x @ v),
+        "used W_q for the keys as well: keys come from W_k":
+            lambda x, q, k, v: reference(x, q, q, v),
+        "softmax over the wrong axis: each query's row (dim=-1) must sum to 1":
+            lambda x, q, k, v: torch.softmax((x @ q) @ (x @ k).T / math.sqrt(q.size(-1)), 0) @ (x @ v),
+    }
+    return _check(student, reference, cases, mistakes, "self_attention")
+
+
+# --- masks -----------------------------------------------------------------------------
+
+def check_causal_mask(student: Callable) -> Feedback:
+    """``student(L)`` must return the boolean ``(L, L)`` causal mask, True where j <= i."""
+    cases = [Case("L = 1", (1,)), Case("L = 4", (4,)), Case("L = 7", (7,))]
+    mistakes = {
+        "mask inverted: True must mark the keys a query MAY attend to (j <= i)":
+            lambda L: torch.ones(L, L, dtype=torch.bool).triu(1),
+        "the diagonal is missing: a token may attend to itself": lambda L: torch.ones(L, L, dtype=torch.bool).tril(-1),
+        "returned numbers, not booleans: compare, or use dtype=torch.bool":
+            lambda L: torch.ones(L, L).tril(),
+    }
+    return _check(student, lambda L: masks.causal_mask(L), cases, mistakes, "causal_mask")
+
+
+def check_masked_softmax(student: Callable) -> Feedback:
+    """``student(scores, mask)`` must return softmax over the last dimension with the
+    keys where ``mask`` is False removed; a row with no allowed key gives zeros."""
+    scores = _rand(3, 4, seed=4)
+    full = torch.ones(3, 4, dtype=torch.bool)
+    some = torch.tensor([[True, False, True, False], [True, True, True, True], [False, True, False, False]])
+    none = some.clone()
+    none[0] = False
+    cases = [Case("nothing masked", (scores, full)), Case("some keys masked", (scores, some)),
+             Case("a row with no allowed key", (scores, none))]
+
+    def reference(s, m):
+        w = functional.softmax(s.masked_fill(~m, -math.inf))
+        return w.masked_fill(~m.any(-1, keepdim=True), 0.0)
+
+    mistakes = {
+        "mask inverted: True means 'may attend', so fill where the mask is False":
+            lambda s, m: torch.softmax(s.masked_fill(m, -math.inf), -1),
+        "used a large negative number (e.g. -1e6): a row with no allowed key becomes uniform":
+            lambda s, m: torch.softmax(s.masked_fill(~m, -1e6), -1),
+        "a row with no allowed key gives NaN: set such rows to zero":
+            lambda s, m: torch.softmax(s.masked_fill(~m, -math.inf), -1),
+        "masked after the softmax: the remaining weights no longer sum to 1":
+            lambda s, m: torch.softmax(s, -1) * m,
+    }
+    return _check(student, reference, cases, mistakes, "masked_softmax")
+
+
+# --- heads -----------------------------------------------------------------------------
+
+def check_split_heads(student: Callable) -> Feedback:
+    """``student(x, num_heads)`` must turn ``(B, T, H*D)`` into ``(B, H, T, D)``, head h
+    owning features ``h*D .. (h+1)*D``."""
+    cases = [Case("B=1, T=3, 2 heads of 2", (_rand(1, 3, 4, seed=5), 2)),
+             Case("B=2, T=5, 4 heads of 3", (_rand(2, 5, 12, seed=6), 4))]
+    mistakes = {
+        "reshaped straight to (B, H, T, D): view as (B, T, H, D) first, then transpose(1, 2)":
+            lambda x, h: x.reshape(x.size(0), h, x.size(1), x.size(2) // h),
+        "forgot the transpose: the result is (B, T, H, D)":
+            lambda x, h: x.view(x.size(0), x.size(1), h, x.size(2) // h),
+    }
+    return _check(student, multihead.split_heads, cases, mistakes, "split_heads")
+
+
+def check_repeat_kv(student: Callable) -> Feedback:
+    """``student(kv, num_groups)`` must repeat each kv head ``num_groups`` times:
+    ``(B, Hkv, S, D)`` -> ``(B, Hkv*num_groups, S, D)``, query head h reading kv head
+    ``h // num_groups``."""
+    cases = [Case("2 kv heads, groups of 3", (_rand(1, 2, 4, 3, seed=7), 3)),
+             Case("one kv head (MQA), 4 query heads", (_rand(2, 1, 5, 2, seed=8), 4))]
+    mistakes = {
+        "heads tiled instead of repeated: kv heads must stay next to their group (0,0,1,1, not 0,1,0,1)":
+            lambda kv, g: kv.repeat(1, g, 1, 1),
+    }
+    return _check(student, multihead.repeat_kv, cases, mistakes, "repeat_kv")
+
+
+# --- positions and tiling ----------------------------------------------------------------
+
+def check_sinusoidal_encoding(student: Callable) -> Feedback:
+    """``student(num_positions, d_model)`` must return the ``(P, d_model)`` encoding of
+    Vaswani et al. (2017), sin in even and cos in odd dimensions, base 10000."""
+    cases = [Case("4 positions, d_model = 4", (4, 4)), Case("50 positions, d_model = 16", (50, 16))]
+
+    def variant(swap=False, exponent=lambda i, d: 2 * i / d):
+        def wrong(P, d):
+            p = torch.arange(P, dtype=torch.float64).unsqueeze(1)
+            i = torch.arange(d // 2, dtype=torch.float64)
+            angle = p / 10000 ** exponent(i, d)
+            first, second = (angle.cos(), angle.sin()) if swap else (angle.sin(), angle.cos())
+            return torch.stack((first, second), -1).flatten(-2).float()
+        return wrong
+
+    mistakes = {"sin and cos swapped: even dimensions hold the sine": variant(swap=True),
+                "exponent i/d_model instead of 2i/d_model for pair i": variant(exponent=lambda i, d: i / d)}
+    return _check(student, positional.sinusoidal_encoding, cases, mistakes, "sinusoidal_encoding")
+
+
+def check_online_softmax(student: Callable) -> Feedback:
+    """``student(scores, block_size)`` must return the softmax of the row ``scores (S,)``
+    while reading it ``block_size`` entries at a time (one pass, running max and sum)."""
+    from .flash import online_softmax
+
+    cases = [Case("6 scores, blocks of 2", (torch.tensor([1.0, 3.0, 2.0, 5.0, 0.0, 4.0], dtype=torch.float64), 2)),
+             Case("7 scores, blocks of 3", (_rand(7, seed=9) * 5, 3)),
+             Case("large scores", (torch.tensor([1e4, 0.0, 1e4 - 2, 5.0], dtype=torch.float64), 1))]
+
+    def no_rescale(s, b):
+        m, l = -math.inf, 0.0
+        for start in range(0, s.numel(), b):
+            block = s[start:start + b]
+            m = max(m, block.max().item())
+            l = l + torch.exp(block - m).sum().item()  # old terms never rescaled
+        return torch.exp(s - m) / l
+
+    mistakes = {"the running sum is not rescaled by exp(m_old - m_new) when the maximum grows": no_rescale}
+    return _check(student, lambda s, b: online_softmax(s, b)[0], cases, mistakes, "online_softmax")

@@ -1,0 +1,124 @@
+"""Every checker accepts a correct solution and rejects typical wrong ones by name."""
+
+import math
+
+import pytest
+import torch
+
+from attention_core import exercises as ex
+
+
+def correct_softmax(x):
+    e = (x - x.amax(-1, keepdim=True)).exp()
+    return e / e.sum(-1, keepdim=True)
+
+
+def attention(scale=lambda d: 1 / math.sqrt(d), dim=-1, invert=False):
+    def fn(q, k, v, mask=None):
+        s = q @ k.transpose(-2, -1) * scale(q.size(-1))
+        if mask is not None:
+            s = s.masked_fill(mask if invert else ~mask, -math.inf)
+        return torch.softmax(s, dim) @ v
+    return fn
+
+
+def masked_softmax(fill=-math.inf, invert=False, zero_dead=True, after=False):
+    def fn(s, m):
+        if after:
+            return torch.softmax(s, -1) * m
+        w = torch.softmax(s.masked_fill(m if invert else ~m, fill), -1)
+        return w.masked_fill(~m.any(-1, keepdim=True), 0.0) if zero_dead else w
+    return fn
+
+
+def sinusoidal(swap=False, half=False):
+    def fn(P, d):
+        p = torch.arange(P, dtype=torch.float64).unsqueeze(1)
+        i = torch.arange(d // 2, dtype=torch.float64)
+        angle = p / 10000 ** ((i if half else 2 * i) / d)
+        a, b = (angle.cos(), angle.sin()) if swap else (angle.sin(), angle.cos())
+        return torch.stack((a, b), -1).flatten(-2).float()
+    return fn
+
+
+def online(rescale=True):
+    def fn(s, b):
+        m, l = -math.inf, 0.0
+        for start in range(0, s.numel(), b):
+            block = s[start:start + b]
+            new = max(m, block.max().item())
+            l = (l * math.exp(m - new) if rescale else l) + torch.exp(block - new).sum().item()
+            m = new
+        return torch.exp(s - m) / l
+    return fn
+
+
+CHECKS = [
+    (ex.check_softmax, correct_softmax, [
+        (lambda x: x.exp() / x.exp().sum(-1, keepdim=True), "subtract the row maximum"),
+        (lambda x: torch.softmax(x, 0), "wrong axis"),
+        (lambda x: (x - x.amax(-1, keepdim=True)).exp(), "divide by the sum"),
+    ]),
+    (ex.check_attention, attention(), [
+        (attention(scale=lambda d: 1.0), "forgot the 1/sqrt(d_k) scale"),
+        (attention(scale=lambda d: 1.0 / d), "divided by d_k instead of sqrt(d_k)"),
+        (attention(dim=-2), "wrong axis"),
+        (attention(invert=True), "mask inverted"),
+    ]),
+    (ex.check_self_attention,
+     lambda x, q, k, v: torch.softmax((x @ q) @ (x @ k).T / math.sqrt(q.size(-1)), -1) @ (x @ v), [
+         (lambda x, q, k, v: torch.softmax((x @ q) @ (x @ k).T, -1) @ (x @ v), "forgot the 1/sqrt(d_k) scale"),
+         (lambda x, q, k, v: torch.softmax((x @ q) @ (x @ q).T / 2, -1) @ (x @ v), "used W_q for the keys"),
+         (lambda x, q, k, v: torch.softmax((x @ q) @ (x @ k).T / 2, 0) @ (x @ v), "wrong axis"),
+     ]),
+    (ex.check_causal_mask, lambda L: torch.ones(L, L, dtype=torch.bool).tril(), [
+        (lambda L: torch.ones(L, L, dtype=torch.bool).triu(1), "mask inverted"),
+        (lambda L: torch.ones(L, L, dtype=torch.bool).tril(-1), "diagonal is missing"),
+        (lambda L: torch.ones(L, L).tril(), "not booleans"),
+    ]),
+    (ex.check_masked_softmax, masked_softmax(), [
+        (masked_softmax(invert=True, zero_dead=False), "mask inverted"),
+        (masked_softmax(fill=-1e6, zero_dead=False), "uniform"),
+        (masked_softmax(zero_dead=False), "gives NaN"),
+        (masked_softmax(after=True), "masked after the softmax"),
+    ]),
+    (ex.check_split_heads, lambda x, h: x.view(x.size(0), x.size(1), h, -1).transpose(1, 2), [
+        (lambda x, h: x.reshape(x.size(0), h, x.size(1), -1), "then transpose(1, 2)"),
+        (lambda x, h: x.view(x.size(0), x.size(1), h, -1), "forgot the transpose"),
+    ]),
+    (ex.check_repeat_kv, lambda kv, g: kv.repeat_interleave(g, dim=1), [
+        (lambda kv, g: kv.repeat(1, g, 1, 1), "tiled instead of repeated"),
+    ]),
+    (ex.check_sinusoidal_encoding, sinusoidal(), [
+        (sinusoidal(swap=True), "swapped"),
+        (sinusoidal(half=True), "exponent i/d_model"),
+    ]),
+    (ex.check_online_softmax, online(), [
+        (online(rescale=False), "not rescaled"),
+    ]),
+]
+
+
+@pytest.mark.parametrize("checker,correct,wrongs", CHECKS, ids=[c[0].__name__ for c in CHECKS])
+def test_checker_accepts_correct_and_names_each_mistake(checker, correct, wrongs):
+    verdict = checker(correct)
+    assert verdict and verdict.passed, verdict.message
+    assert verdict.message.startswith("All ")
+    for wrong, hint in wrongs:
+        verdict = checker(wrong)
+        assert not verdict, f"{checker.__name__} accepted a wrong solution ({hint})"
+        assert "Case '" in verdict.message and "expected:" in verdict.message
+        assert hint in verdict.message, verdict.message
+
+
+def test_checker_reports_exceptions_and_non_functions():
+    def broken(x):
+        raise RuntimeError("not written yet")
+    verdict = ex.check_softmax(broken)
+    assert not verdict and "raised RuntimeError: not written yet" in verdict.message
+    assert "needs a function" in ex.check_softmax(42).message
+
+
+def test_at_least_three_typical_mistakes_overall_per_key_checker():
+    for checker, _, wrongs in CHECKS[:4]:
+        assert len(wrongs) >= 3, checker.__name__
