@@ -9,6 +9,7 @@ MATHJAX := _vendor/_static/mathjax/tex-svg.js
 BOOK_FLAGS := --all -W -n --keep-going
 
 .PHONY: book test bench clean setup
+# `make book SOLUTIONS=hide` builds the student edition (no solutions) into _build/student.
 
 FIGURES := figures/_generated/logo.png
 
@@ -35,10 +36,20 @@ $(MATHJAX):
 # benchmark results the performance page draws) does:
 # a change to attention_core clears the cache so every number on the site is current.
 book: setup
+ifeq ($(SOLUTIONS),hide)
+	@# Student edition: same pages, solutions left out, executed outputs shared with the full build.
+	$(PY) -c "import yaml; c = yaml.safe_load(open('_config.yml')); \
+	c['sphinx']['config']['student_edition'] = True; c['execute']['cache'] = '_build/.jupyter_cache'; \
+	c['title'] += ' (student edition)'; yaml.safe_dump(c, open('_config_student.yml', 'w'))"
+	$(VENV)/bin/jupyter-book build $(BOOK_FLAGS) --config _config_student.yml --path-output _build/student .
+	rm -f _config_student.yml
+	@echo "student edition: _build/student/_build/html"
+else
 	@hash=$$(cat attention_core/*.py benchmarks/results.json 2>/dev/null | sha256sum | cut -c1-16); \
 	if [ "$$(cat _build/.package_hash 2>/dev/null)" != "$$hash" ]; then \
 	  echo "attention_core changed: re-executing every chapter"; rm -rf _build/.jupyter_cache; fi; \
 	$(VENV)/bin/jupyter-book build $(BOOK_FLAGS) . && echo $$hash > _build/.package_hash
+endif
 
 test: book
 	$(PY) -m pytest

@@ -77,7 +77,7 @@ def _check(student: Callable, reference: Callable, cases: Sequence[Case],
         if mistake:
             lines.append(f"  likely mistake: {mistake}")
         return Feedback(False, "\n".join(lines))
-    return Feedback(True, f"All {len(cases)} cases passed: {', '.join(c.name for c in cases)}.")
+    return Feedback(True, f"All {len(cases)} cases passed: {'; '.join(c.name for c in cases)}.")
 
 
 def _diagnose(student: Callable, cases: Sequence[Case], mistakes: dict[str, Callable]) -> str | None:

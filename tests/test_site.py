@@ -1,6 +1,7 @@
 """The built website: every chapter is there with its figures, and nothing failed."""
 
 import json
+import subprocess
 import re
 
 import pytest
@@ -92,3 +93,35 @@ def test_notebook_stored_without_outputs_and_starts_with_setup(notebook):
     repo = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"]
     source = "".join(first["source"])
     assert "import attention_core" in source and f"git+{repo}" in source
+
+
+@pytest.fixture(scope="module")
+def student_site(site):
+    """`make book SOLUTIONS=hide`, reusing the full build's executed notebooks."""
+    subprocess.run(["make", "-s", "book", "SOLUTIONS=hide"], cwd=ROOT, check=True,
+                   capture_output=True, timeout=600)
+    return ROOT / "_build" / "student" / "_build" / "html"
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_every_chapter_has_exercises_with_solutions(site, chapter):
+    soup = BeautifulSoup((site / "chapters" / f"{chapter}.html").read_text(), "html.parser")
+    exercises = soup.select(".exercise")
+    assert len(exercises) >= 3, f"{chapter}: {len(exercises)} exercises"
+    assert len(soup.select(".solution.dropdown")) == len(exercises), "one solution per exercise, in a dropdown"
+    titles = " ".join(e.get_text() for e in exercises)
+    assert "By hand" in titles and "Implement" in titles and "Investigate" in titles
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_student_edition_has_exercises_but_no_solution_text(site, student_site, chapter):
+    full = BeautifulSoup((site / "chapters" / f"{chapter}.html").read_text(), "html.parser")
+    student_html = (student_site / "chapters" / f"{chapter}.html").read_text()
+    student = BeautifulSoup(student_html, "html.parser")
+    assert len(student.select(".exercise")) == len(full.select(".exercise"))
+    assert not student.select(".solution")
+    student_text = " ".join(student.get_text().split())
+    for solution in full.select(".solution"):
+        body = " ".join(solution.get_text().split())
+        snippet = body[len(body) // 3: len(body) // 3 + 60]  # from the middle, past the title
+        assert snippet not in student_text, f"{chapter}: solution text leaked: {snippet!r}"
