@@ -45,7 +45,7 @@ def online_softmax(scores: torch.Tensor, block_size: int):
 def flash_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                     attn_mask: torch.Tensor | None = None, is_causal: bool = False,
                     scale: float | None = None, block_q: int = 512, block_k: int = 512):
-    """Tiled exact attention: equal to :func:`scaled_dot_product_attention`'s output,
+    """Tiled exact attention: equal to :func:`~attention_core.functional.scaled_dot_product_attention`'s output,
     while holding at most a ``(..., block_q, block_k)`` tile of scores at a time.
 
     Same arguments and masking rules as ``scaled_dot_product_attention`` (bool mask,

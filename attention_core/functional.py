@@ -115,7 +115,7 @@ def scaled_dot_product_attention(
         query: ``(..., L, E)``; key: ``(..., S, E)``; value: ``(..., S, Ev)``.
         attn_mask: bool, True = may attend, or float added to the scores;
             broadcasts to ``(..., L, S)``.
-        is_causal: apply :func:`causal_mask` ``(L, S)`` (queries aligned to the end
+        is_causal: apply :func:`~attention_core.masks.causal_mask` ``(L, S)`` (queries aligned to the end
             of the keys when ``L < S``); combines with ``attn_mask`` by AND.
         scale: multiplies the scores; default ``1 / sqrt(E)``.
         dropout_p: dropout on the weights (pass 0 at evaluation time).

@@ -49,7 +49,7 @@ class MultiHeadAttention(nn.Module):
     ``num_kv_heads=None`` is standard MHA; ``1`` is MQA; a divisor of ``num_heads``
     in between is GQA, where query head ``h`` uses kv head
     ``h // (num_heads // num_kv_heads)``. With ``rope=True``, rotary embeddings
-    (:func:`apply_rotary`) are applied to queries and keys after projection.
+    (:func:`~attention_core.positional.apply_rotary`) are applied to queries and keys after projection.
     """
 
     def __init__(self, embed_dim: int, num_heads: int, num_kv_heads: int | None = None,

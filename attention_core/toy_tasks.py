@@ -9,8 +9,8 @@ from typing import Callable
 
 import torch
 
-# A tiny hand-made lexicon: each word is a sum of a few meaning directions.
-# Words that share a direction ("cat" and "dog" are both animals) get similar vectors.
+#: A tiny hand-made lexicon, in which each word is a sum of a few meaning directions.
+#: Words that share a direction ("cat" and "dog" are both animals) get similar vectors.
 LEXICON: dict[str, tuple[str, ...]] = {
     "the": ("determiner",), "a": ("determiner",),
     "cat": ("noun", "animal"), "dog": ("noun", "animal"),
@@ -75,6 +75,7 @@ def reverse_and_shift_batch(batch_size: int, seq_len: int, vocab_size: int,
     return x, torch.stack([reverse, previous], dim=-1)  # (B, T), (B, T, 2)
 
 
+#: The ways :class:`TinyTransformer` can put position information in.
 POSITIONAL = ("learned", "sinusoidal", "rope", "alibi", "none")
 
 
@@ -166,15 +167,22 @@ def train_model(model: TinyTransformer, make_batch: Callable[[torch.Generator], 
     tqdm.monitor_interval = 0  # no monitor thread inside a notebook kernel
     bar = tqdm(range(steps), desc=desc, file=sys.stdout, disable=not progress,
                mininterval=5.0, ncols=80, ascii=True)
-    for _ in bar:
-        x, y = make_batch(g)
-        logits, _ = model(x)
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, model.vocab_size), y.reshape(-1))
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
-        bar.set_postfix(loss=f"{loss.item():.3f}", refresh=False)
+    threads = torch.get_num_threads()
+    # Tiny matrices gain nothing from a second thread, and OpenMP's barriers between
+    # threads make each step up to 10x slower when another process shares the cores.
+    torch.set_num_threads(1)
+    try:
+        for _ in bar:
+            x, y = make_batch(g)
+            logits, _ = model(x)
+            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, model.vocab_size), y.reshape(-1))
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+            bar.set_postfix(loss=f"{loss.item():.3f}", refresh=False)
+    finally:
+        torch.set_num_threads(threads)
     bar.close()
     return model.eval(), losses
 
