@@ -104,6 +104,28 @@ def student_site(site):
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS)
+def test_chapter_cites_papers_and_links_the_glossary(site, chapter):
+    soup = BeautifulSoup((site / "chapters" / f"{chapter}.html").read_text(), "html.parser")
+    hrefs = [a.get("href", "") for a in soup.select("main a")]
+    assert any("bibliography.html#" in h for h in hrefs), "cites at least one paper"
+    assert any("glossary.html#term-" in h for h in hrefs), "links at least one glossary term"
+
+
+def test_reference_pages_exist(site):
+    for name, must in (("notation", "d_{\\text{model}}"), ("glossary", "KV cache"),
+                       ("api", "scaled_dot_product_attention"), ("instructor_guide", "nbgitpuller"),
+                       ("bibliography", "Attention Is All You Need")):
+        text = (site / f"{name}.html").read_text()
+        assert must.lower() in text.lower(), f"{name}.html lacks {must!r}"
+    api = BeautifulSoup((site / "api.html").read_text(), "html.parser")
+    documented = {dt.get("id") for dt in api.select("dt[id]")}
+    for name in ("attention_core.functional.scaled_dot_product_attention", "attention_core.masks.causal_mask",
+                 "attention_core.multihead.MultiHeadAttention", "attention_core.flash.flash_attention",
+                 "attention_core.exercises.check_softmax"):
+        assert name in documented, name
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
 def test_every_chapter_has_exercises_with_solutions(site, chapter):
     soup = BeautifulSoup((site / "chapters" / f"{chapter}.html").read_text(), "html.parser")
     exercises = soup.select(".exercise")
