@@ -147,3 +147,12 @@ def test_student_edition_has_exercises_but_no_solution_text(site, student_site, 
         body = " ".join(solution.get_text().split())
         snippet = body[len(body) // 3: len(body) // 3 + 60]  # from the middle, past the title
         assert snippet not in student_text, f"{chapter}: solution text leaked: {snippet!r}"
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_headings_do_not_skip_levels(site, chapter):
+    soup = BeautifulSoup((site / "chapters" / f"{chapter}.html").read_text(), "html.parser")
+    levels = [int(h.name[1]) for h in (soup.select_one("main") or soup).find_all(["h1", "h2", "h3", "h4"])]
+    assert levels and levels[0] == 1
+    for before, after in zip(levels, levels[1:]):
+        assert after <= before + 1, f"{chapter}: heading h{before} followed by h{after}"
