@@ -64,8 +64,16 @@ def _check(student: Callable, reference: Callable, cases: Sequence[Case],
         try:
             got = student(*(a.clone() if isinstance(a, torch.Tensor) else a for a in case.args))
         except Exception as error:  # the student's code raised: report it, do not crash
-            return Feedback(False, f"Case '{case.name}' ({inputs}): your function raised "
-                                   f"{type(error).__name__}: {error}")
+            message = (f"Case '{case.name}' failed: your function raised {type(error).__name__}: "
+                       f"{error}\n  input: {inputs}\n  expected: {_describe(expected)}")
+            for mistake, wrong in mistakes.items():  # a typical mistake that raises the same way
+                try:
+                    wrong(*case.args)
+                except type(error):
+                    return Feedback(False, f"{message}\n  likely mistake: {mistake}")
+                except Exception:
+                    continue
+            return Feedback(False, message)
         if _same(got, expected):
             continue
         lines = [f"Case '{case.name}' failed.", f"  input: {inputs}",
@@ -235,6 +243,8 @@ def check_split_heads(student: Callable) -> Feedback:
             lambda x, h: x.reshape(x.size(0), h, x.size(1), x.size(2) // h),
         "forgot the transpose: the result is (B, T, H, D)":
             lambda x, h: x.view(x.size(0), x.size(1), h, x.size(2) // h),
+        "heads interleaved: head h must own the contiguous features h*D .. (h+1)*D - 1":
+            lambda x, h: x.view(x.size(0), x.size(1), x.size(2) // h, h).permute(0, 3, 1, 2),
     }
     return _check(student, multihead.split_heads, cases, mistakes, "split_heads")
 
@@ -248,6 +258,9 @@ def check_repeat_kv(student: Callable) -> Feedback:
     mistakes = {
         "heads tiled instead of repeated: kv heads must stay next to their group (0,0,1,1, not 0,1,0,1)":
             lambda kv, g: kv.repeat(1, g, 1, 1),
+        "repeated along the positions (dim=2) instead of the heads (dim=1)":
+            lambda kv, g: kv.repeat_interleave(g, dim=2),
+        "nothing repeated: the result needs Hkv * num_groups heads": lambda kv, g: kv,
     }
     return _check(student, multihead.repeat_kv, cases, mistakes, "repeat_kv")
 
@@ -268,8 +281,14 @@ def check_sinusoidal_encoding(student: Callable) -> Feedback:
             return torch.stack((first, second), -1).flatten(-2).float()
         return wrong
 
+    def concatenated(P, d):
+        pe = positional.sinusoidal_encoding(P, d)
+        return torch.cat((pe[:, 0::2], pe[:, 1::2]), dim=-1)
+
     mistakes = {"sin and cos swapped: even dimensions hold the sine": variant(swap=True),
-                "exponent i/d_model instead of 2i/d_model for pair i": variant(exponent=lambda i, d: i / d)}
+                "exponent i/d_model instead of 2i/d_model for pair i": variant(exponent=lambda i, d: i / d),
+                "sines and cosines concatenated (all sines, then all cosines), not interleaved":
+                    concatenated}
     return _check(student, positional.sinusoidal_encoding, cases, mistakes, "sinusoidal_encoding")
 
 
@@ -290,5 +309,26 @@ def check_online_softmax(student: Callable) -> Feedback:
             l = l + torch.exp(block - m).sum().item()  # old terms never rescaled
         return torch.exp(s - m) / l
 
-    mistakes = {"the running sum is not rescaled by exp(m_old - m_new) when the maximum grows": no_rescale}
+    def block_max(s, b):
+        m, l = -math.inf, 0.0
+        for start in range(0, s.numel(), b):
+            block = s[start:start + b]
+            m_block = block.max().item()  # not the running maximum
+            l = l * math.exp(m - m_block) + torch.exp(block - m_block).sum().item()
+            m = m_block
+        return torch.exp(s - m) / l
+
+    def inverted(s, b):
+        m, l = -math.inf, 0.0
+        for start in range(0, s.numel(), b):
+            block = s[start:start + b]
+            m_new = max(m, block.max().item())
+            l = l * (math.exp(m_new - m) if m > -math.inf else 0.0) + torch.exp(block - m_new).sum().item()
+            m = m_new
+        return torch.exp(s - m) / l
+
+    mistakes = {"the running sum is not rescaled by exp(m_old - m_new) when the maximum grows": no_rescale,
+                "kept the latest block's maximum: m must be the running maximum of every block so far":
+                    block_max,
+                "rescaled by exp(m_new - m_old): the factor is exp(m_old - m_new), at most 1": inverted}
     return _check(student, lambda s, b: online_softmax(s, b)[0], cases, mistakes, "online_softmax")

@@ -41,13 +41,19 @@ def sinusoidal(swap=False, half=False):
     return fn
 
 
-def online(rescale=True):
+def online(rescale=True, running_max=True, inverted=False):
     def fn(s, b):
         m, l = -math.inf, 0.0
         for start in range(0, s.numel(), b):
             block = s[start:start + b]
-            new = max(m, block.max().item())
-            l = (l * math.exp(m - new) if rescale else l) + torch.exp(block - new).sum().item()
+            new = max(m, block.max().item()) if running_max else block.max().item()
+            if not rescale:
+                factor = 1.0
+            elif inverted:
+                factor = math.exp(new - m) if m > -math.inf else 0.0
+            else:
+                factor = math.exp(m - new)
+            l = l * factor + torch.exp(block - new).sum().item()
             m = new
         return torch.exp(s - m) / l
     return fn
@@ -85,17 +91,24 @@ CHECKS = [
     (ex.check_split_heads, lambda x, h: x.view(x.size(0), x.size(1), h, -1).transpose(1, 2), [
         (lambda x, h: x.reshape(x.size(0), h, x.size(1), -1), "then transpose(1, 2)"),
         (lambda x, h: x.view(x.size(0), x.size(1), h, -1), "forgot the transpose"),
+        (lambda x, h: x.view(x.size(0), x.size(1), -1, h).permute(0, 3, 1, 2), "heads interleaved"),
     ]),
     (ex.check_repeat_kv, lambda kv, g: kv.repeat_interleave(g, dim=1), [
         (lambda kv, g: kv.repeat(1, g, 1, 1), "tiled instead of repeated"),
+        (lambda kv, g: kv.repeat_interleave(g, dim=2), "along the positions"),
+        (lambda kv, g: kv, "nothing repeated"),
     ]),
     (ex.check_sinusoidal_encoding, sinusoidal(), [
         (sinusoidal(swap=True), "swapped"),
         (sinusoidal(half=True), "exponent i/d_model"),
+        (lambda P, d: torch.cat((sinusoidal()(P, d)[:, 0::2], sinusoidal()(P, d)[:, 1::2]), -1), "concatenated"),
     ]),
     (ex.check_online_softmax, online(), [
         (online(rescale=False), "not rescaled"),
+        (online(running_max=False), "running maximum"),
+        (online(inverted=True), "exp(m_old - m_new), at most 1"),
     ]),
+
 ]
 
 
@@ -116,9 +129,10 @@ def test_checker_reports_exceptions_and_non_functions():
         raise RuntimeError("not written yet")
     verdict = ex.check_softmax(broken)
     assert not verdict and "raised RuntimeError: not written yet" in verdict.message
+    assert "expected: tensor of shape (3,)" in verdict.message
     assert "needs a function" in ex.check_softmax(42).message
 
 
-def test_at_least_three_typical_mistakes_overall_per_key_checker():
-    for checker, _, wrongs in CHECKS[:4]:
+def test_every_checker_knows_at_least_three_typical_mistakes():
+    for checker, _, wrongs in CHECKS:
         assert len(wrongs) >= 3, checker.__name__
