@@ -21,10 +21,24 @@ import json
 import uuid
 from typing import Any, Callable, Mapping, Sequence
 
+import math
+
+import numpy as np
+import torch
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.patches import Patch
 
-from .viz import color
+from .flash import online_softmax
+from .functional import scaled_dot_product_attention, softmax
+from .kv_cache import kv_cache_bytes
+from .masks import causal_mask, padding_mask
+from .metrics import attention_entropy
+from .multihead import MultiHeadAttention
+from .positional import sinusoidal_encoding
+from .scaling import random_scores, softmax_saturation
+from .toy_tasks import head_roles, reverse_and_shift_batch, word_embeddings
+from .viz import color, entropy_bars, head_sharing_diagram, heatmap, set_token_ticks
 
 Setup = Callable[..., Callable[..., None]]
 """``setup(fig, **values)`` draws the first frame and returns ``update(**values)``,
@@ -177,12 +191,8 @@ def heatmap_entropy_explorer(tokens: Sequence[str], compute: Callable[..., Any],
     ``compute(**values)`` returns ``(weights (n, n), labels)`` for the first ``n``
     tokens shown; the figure is sized for ``len(tokens)`` and updated in place.
     """
-    import math
 
-    import numpy as np
 
-    from .metrics import attention_entropy
-    from .viz import entropy_bars, heatmap, set_token_ticks
 
     tokens, T = list(tokens), len(tokens)
 
@@ -226,10 +236,7 @@ def basics_explorer(tokens: Sequence[str], temperatures=(0.25, 0.5, 1.0, 2.0, 4.
     ``temperature * sqrt(d_model)``: low temperature sharpens each row towards its
     best key, high temperature flattens it.
     """
-    import math
 
-    from .functional import scaled_dot_product_attention
-    from .toy_tasks import word_embeddings
 
     tokens = list(tokens)
 
@@ -252,13 +259,8 @@ def basics_explorer(tokens: Sequence[str], temperatures=(0.25, 0.5, 1.0, 2.0, 4.
 def scaling_explorer(d_ks=(1, 4, 16, 64, 256, 1024), num_keys: int = 16) -> Explorer:
     """Chapter 2: d_k and scaling on/off over the score histogram, one softmax row,
     and the mean row entropy against d_k."""
-    import math
 
-    import numpy as np
 
-    from .metrics import attention_entropy
-    from .scaling import random_scores, softmax_saturation
-    from .functional import softmax
 
     d_ks = list(d_ks)
     curves = {s: [softmax_saturation(d, s, num_keys)["entropy"] for d in d_ks] for s in (True, False)}
@@ -318,8 +320,6 @@ def scaling_explorer(d_ks=(1, 4, 16, 64, 256, 1024), num_keys: int = 16) -> Expl
 def self_attention_explorer(tokens: Sequence[str], d_models=(4, 8, 16, 32, 64), seed: int = 0) -> Explorer:
     """Chapter 3: sequence length and d_model over the heatmap of self-attention with
     random (untrained, seeded) projections W_q, W_k, W_v."""
-    from .multihead import MultiHeadAttention
-    from .toy_tasks import word_embeddings
 
     tokens = list(tokens)
 
@@ -331,7 +331,6 @@ def self_attention_explorer(tokens: Sequence[str], d_models=(4, 8, 16, 32, 64), 
             _, weights = attention(x)  # (1, 1, n, n)
         return weights[0, 0], tokens[:tokens_shown]
 
-    import torch
 
     return heatmap_entropy_explorer(
         tokens, compute, {"d_model": list(d_models), "tokens_shown": list(range(2, len(tokens) + 1))},
@@ -344,9 +343,6 @@ def self_attention_explorer(tokens: Sequence[str], d_models=(4, 8, 16, 32, 64), 
 def masking_explorer(tokens: Sequence[str], d_model: int = 16) -> Explorer:
     """Chapter 5: sequence length, padding length and causal on/off over the weights of
     parameter-free self-attention with the combined mask."""
-    from .functional import scaled_dot_product_attention
-    from .masks import causal_mask, padding_mask
-    from .toy_tasks import word_embeddings
 
     tokens = list(tokens)
     T = len(tokens)
@@ -361,10 +357,9 @@ def masking_explorer(tokens: Sequence[str], d_model: int = 16) -> Explorer:
         _, weights = scaled_dot_product_attention(x, x, x, attn_mask=mask)
         return weights, labels
 
-    padding_rows = (0, 1, 2, 3)
     return heatmap_entropy_explorer(
-        tokens + ["<pad>"] * 0, compute,
-        {"tokens_shown": list(range(4, T + 1)), "padding": list(padding_rows), "causal": ["off", "on"]},
+        tokens, compute,
+        {"tokens_shown": list(range(4, T + 1)), "padding": [0, 1, 2, 3], "causal": ["off", "on"]},
         initial={"tokens_shown": T, "padding": 2, "causal": "on"},
         title=lambda tokens_shown, padding, causal: f"causal {causal}, {padding} padded key(s)",
         alt="Attention weights under a padding mask and an optional causal mask, and the "
@@ -376,14 +371,8 @@ def heads_explorer(models: Mapping[int, Any], seq_len: int, vocab_size: int,
     """Chapter 4: the number of heads of a trained :class:`~attention_core.toy_tasks.TinyTransformer`
     (one model per head count in ``models``) and a test example, over the per-head grid
     and the mean row entropy of each head."""
-    import math
 
-    import numpy as np
-    import torch
 
-    from .metrics import attention_entropy
-    from .toy_tasks import head_roles, reverse_and_shift_batch
-    from .viz import heatmap
 
     x, _ = reverse_and_shift_batch(num_examples, seq_len, vocab_size,
                                    torch.Generator().manual_seed(seed))  # (N, T)
@@ -433,10 +422,7 @@ def kv_sharing_explorer(num_heads: int = 32, head_dim: int = 128, num_layers: in
                         contexts=(1024, 4096, 8192, 32768, 131072)) -> Explorer:
     """Chapter 8: number of key/value heads and context length over the head-sharing
     diagram and the KV cache size (fp16, batch 1) of a model of the given shape."""
-    import numpy as np
 
-    from .kv_cache import kv_cache_bytes
-    from .viz import head_sharing_diagram
 
     kv_options = [d for d in range(1, num_heads + 1) if num_heads % d == 0]
     contexts = list(contexts)
@@ -485,9 +471,7 @@ def positional_explorer(d_models=(16, 32, 64, 128), bases=(100.0, 1000.0, 10000.
                         positions=(32, 64, 128)) -> Explorer:
     """Chapter 9: d_model, base and number of positions over the sinusoidal encoding
     heatmap and the similarity PE(p) . PE(q) against the distance ``|p - q|``."""
-    import numpy as np
 
-    from .positional import sinusoidal_encoding
 
     max_p, max_d = max(positions), max(d_models)
 
@@ -532,10 +516,7 @@ def tiling_explorer(seq_lens=(8, 16, 32), blocks=(2, 4, 8), seed: int = 0) -> Ex
     """Chapter 10: sequence length, block size and how many key blocks the tracked
     query block has processed, over the grid of tiles and the running max and sum of
     the tracked row (the online softmax)."""
-    import numpy as np
-    import torch
 
-    from .flash import online_softmax
 
     g = torch.Generator().manual_seed(seed)
     max_L = max(seq_lens)
@@ -548,8 +529,6 @@ def tiling_explorer(seq_lens=(8, 16, 32), blocks=(2, 4, 8), seed: int = 0) -> Ex
                                interpolation="nearest")
         ax_grid.set_xlabel("key position")
         ax_grid.set_ylabel("query position")
-        from matplotlib.patches import Patch
-
         ax_grid.legend(handles=[Patch(color=image.cmap(image.norm(v)), label=name) for v, name in
                                 ((1, "earlier query blocks"), (2, "tiles done"), (3, "current tile"),
                                  (0, "not yet read"))],
