@@ -9,12 +9,13 @@ import sys
 from pathlib import Path
 
 import bench_build
+import bench_efficient
 import bench_explorer
 import bench_flash
 import bench_sdpa
 
 BENCHMARKS = {"sdpa": bench_sdpa, "flash": bench_flash, "explorer": bench_explorer,
-              "build": bench_build}
+              "efficient": bench_efficient, "build": bench_build}
 RESULTS = Path(__file__).with_name("results.json")
 
 chosen = sys.argv[1:] or list(BENCHMARKS)

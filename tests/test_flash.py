@@ -5,7 +5,6 @@ import math
 import pytest
 import torch
 from torch.testing import assert_close
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from attention_core import causal_mask, scaled_dot_product_attention
 from attention_core.flash import flash_attention, online_softmax
@@ -62,30 +61,15 @@ def test_online_softmax_matches_softmax_and_traces_the_running_values():
     assert abs(trace[-1]["l"] - torch.exp(scores - 5).sum().item()) < 1e-12
 
 
-class LargestTensor(TorchDispatchMode):
-    """Records the largest tensor any operation produces."""
-
-    def __init__(self):
-        super().__init__()
-        self.largest = 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        for t in out if isinstance(out, (tuple, list)) else [out]:
-            if isinstance(t, torch.Tensor):
-                self.largest = max(self.largest, t.numel())
-        return out
-
-
 @pytest.mark.parametrize("L", [64, 256, 512])
-def test_memory_is_one_tile_not_the_score_matrix(L):
+def test_memory_is_one_tile_not_the_score_matrix(L, largest_tensor):
     """The largest intermediate is a (B, H, block_q, block_k) tile or the output, however
     long the sequence; naive attention's grows as L * L."""
     B, H, D, block = 1, 2, 8, 32
     q, k, v = (torch.randn(B, H, L, D) for _ in range(3))
-    with LargestTensor() as tiled:
+    with largest_tensor() as tiled:
         flash_attention(q, k, v, block_q=block, block_k=block)
-    with LargestTensor() as naive:
+    with largest_tensor() as naive:
         scaled_dot_product_attention(q, k, v)
     assert tiled.largest <= max(B * H * block * block, B * H * L * D)
     assert naive.largest == B * H * L * L

@@ -1,0 +1,219 @@
+"""Sparse attention: masks that keep a fraction of the L x L matrix, how information
+spreads through them over layers, and a sliding-window attention whose cost really
+grows as O(L * window).
+
+Patterns: the sliding window (:func:`~attention_core.masks.sliding_window_mask`),
+its dilated version (Longformer, Beltagy et al. 2020), global tokens and random keys
+(BigBird, Zaheer et al. 2020), and the strided and fixed patterns of the Sparse
+Transformer (Child et al. 2019). Every mask is ``(L, L)`` bool, **True = may
+attend**, and masks combine with ``|`` (union) and ``&``.
+
+Shape legend: ``...`` batch dims (e.g. B, H), L sequence length, E query/key dim,
+Ev value dim.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ._checks import check_positive_int
+from .functional import _check_qkv, _check_options, softmax
+from .masks import sliding_window_mask
+
+NEG_INF = float("-inf")
+
+
+def _offsets(L: int, device=None) -> torch.Tensor:
+    """``(L, L)`` matrix of ``i - j``: how far key ``j`` lies behind query ``i``."""
+    positions = torch.arange(L, device=device)
+    return positions.unsqueeze(1) - positions.unsqueeze(0)
+
+
+def _check_count(name: str, value, L: int) -> None:
+    check_positive_int(name, value, minimum=0)
+    if value > L:
+        raise ValueError(f"{name} must be at most L={L}, got {value}")
+
+
+def dilated_window_mask(L: int, window: int, dilation: int, causal: bool = False,
+                        device=None) -> torch.Tensor:
+    """Dilated sliding window ``(L, L)``: key ``j`` is kept when ``i - j`` is a multiple
+    of ``dilation`` and at most ``window - 1`` such steps away.
+
+    Each query still sees ``window`` keys on each side (``2 * window - 1`` in all), but
+    spread over ``dilation`` times the distance (Longformer's dilated heads).
+    ``dilation=1`` is :func:`~attention_core.masks.sliding_window_mask`.
+    """
+    check_positive_int("L", L)
+    check_positive_int("window", window)
+    check_positive_int("dilation", dilation)
+    offset = _offsets(L, device)
+    steps = offset // dilation  # whole steps of the dilated window
+    keep = (offset % dilation == 0) & (steps.abs() < window)
+    return keep & (offset >= 0) if causal else keep
+
+
+def global_mask(L: int, num_global: int, device=None) -> torch.Tensor:
+    """Global tokens ``(L, L)``: the first ``num_global`` positions attend to every key
+    and every query attends to them (rows and columns ``< num_global`` are True).
+
+    On its own it is mostly False; union it with a local pattern: ``window | global``.
+    """
+    check_positive_int("L", L)
+    _check_count("num_global", num_global, L)
+    is_global = torch.arange(L, device=device) < num_global
+    return is_global.unsqueeze(1) | is_global.unsqueeze(0)
+
+
+def random_mask(L: int, num_random: int, seed: int = 0, device=None) -> torch.Tensor:
+    """Random keys ``(L, L)``: each query attends to ``num_random`` distinct keys drawn
+    uniformly (BigBird's random attention). The same ``seed`` gives the same mask."""
+    check_positive_int("L", L)
+    _check_count("num_random", num_random, L)
+    check_positive_int("seed", seed, minimum=0)
+    g = torch.Generator().manual_seed(seed)
+    chosen = torch.rand(L, L, generator=g).topk(num_random, dim=-1).indices  # (L, r)
+    mask = torch.zeros(L, L, dtype=torch.bool)
+    mask.scatter_(1, chosen, True)
+    return mask.to(device)
+
+
+def strided_mask(L: int, stride: int, causal: bool = True, device=None) -> torch.Tensor:
+    """The Sparse Transformer's strided pattern ``(L, L)`` (Child et al. 2019).
+
+    The union of its two heads: the previous ``stride`` positions (``i - j < stride``)
+    and every ``stride``-th position before them (``(i - j) % stride == 0``). With
+    ``stride`` near ``sqrt(L)`` each row keeps about ``2 sqrt(L)`` keys. Causal by
+    default, as in the paper; ``causal=False`` mirrors it into the future.
+    """
+    check_positive_int("L", L)
+    check_positive_int("stride", stride)
+    offset = _offsets(L, device)
+    keep = (offset.abs() < stride) | (offset % stride == 0)
+    return keep & (offset >= 0) if causal else keep
+
+
+def fixed_mask(L: int, stride: int, num_summary: int = 1, causal: bool = True,
+               device=None) -> torch.Tensor:
+    """The Sparse Transformer's fixed pattern ``(L, L)`` (Child et al. 2019).
+
+    The union of its two heads: keys in the query's own block of ``stride`` positions
+    (``j // stride == i // stride``), and the last ``num_summary`` positions of every
+    block (``j % stride >= stride - num_summary``), which act as summaries that all
+    later queries can read.
+    """
+    check_positive_int("L", L)
+    check_positive_int("stride", stride)
+    check_positive_int("num_summary", num_summary)
+    if num_summary > stride:
+        raise ValueError(f"num_summary must be at most stride={stride}, got {num_summary}")
+    i = torch.arange(L, device=device).unsqueeze(1)  # (L, 1)
+    j = torch.arange(L, device=device).unsqueeze(0)  # (1, L)
+    keep = (j // stride == i // stride) | (j % stride >= stride - num_summary)
+    return keep & (j <= i) if causal else keep
+
+
+def bigbird_mask(L: int, window: int, num_global: int, num_random: int, seed: int = 0,
+                 device=None) -> torch.Tensor:
+    """BigBird-style union ``(L, L)`` (Zaheer et al. 2020): a sliding window, global
+    tokens and random keys (here per token; BigBird draws them per block)."""
+    return (sliding_window_mask(L, window, device=device) | global_mask(L, num_global, device)
+            | random_mask(L, num_random, seed, device))
+
+
+def density(mask: torch.Tensor) -> float:
+    """Fraction of the ``(L, S)`` matrix a mask keeps (True entries)."""
+    return mask.float().mean().item()
+
+
+def reach(mask: torch.Tensor, num_layers: int) -> torch.Tensor:
+    """Which inputs each position can depend on after ``num_layers`` layers ``(L, L)``.
+
+    One layer lets query ``i`` read key ``j`` where ``mask[i, j]``; with the residual
+    connection it also keeps what it had. Composing layers is a boolean matrix
+    product: ``R_{l+1} = R_l | (mask @ R_l)``, starting from the identity.
+    """
+    check_positive_int("num_layers", num_layers, minimum=0)
+    _check_square_bool(mask)
+    step = mask.float()
+    r = torch.eye(mask.size(0), dtype=torch.bool, device=mask.device)
+    for _ in range(num_layers):
+        r = r | ((step @ r.float()) > 0)
+    return r
+
+
+def layers_to_reach(mask: torch.Tensor, source: int = 0, target: int = -1) -> int | None:
+    """The fewest layers after which position ``target`` depends on position ``source``
+    (same rules as :func:`reach`), or ``None`` if it never does."""
+    _check_square_bool(mask)
+    L = mask.size(0)
+    target = target % L
+    if not 0 <= source < L:
+        raise ValueError(f"source must lie in [0, L={L}), got {source}")
+    seen = torch.zeros(L, dtype=torch.bool, device=mask.device)  # positions that hold source
+    seen[source] = True
+    step = mask.float()
+    for layers in range(L + 1):
+        if seen[target]:
+            return layers
+        grown = seen | ((step @ seen.float()) > 0)
+        if torch.equal(grown, seen):
+            return None  # nothing new reached: it never will be
+        seen = grown
+    return None
+
+
+def _check_square_bool(mask) -> None:
+    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or mask.dim() != 2 \
+            or mask.size(0) != mask.size(1):
+        got = f"shape {tuple(mask.shape)} and dtype {mask.dtype}" if isinstance(mask, torch.Tensor) \
+            else type(mask).__name__
+        raise ValueError(f"mask must be a square (L, L) bool tensor, got {got}")
+
+
+def sliding_window_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                             window: int, causal: bool = False, scale: float | None = None,
+                             block_size: int | None = None) -> torch.Tensor:
+    """Attention restricted to a band, computing only the band: ``O(L * window)`` time
+    and memory instead of ``O(L^2)``.
+
+    Equal to ``scaled_dot_product_attention(query, key, value, attn_mask=
+    sliding_window_mask(L, window, causal))``'s output. Queries are taken in blocks of
+    ``block_size`` (default ``window``); a block only ever meets the keys within
+    ``window - 1`` of it, so each score tile is ``block_size x (block_size + 2 window - 2)``
+    at most, whatever L is.
+
+    Args:
+        query: ``(..., L, E)``; key: ``(..., L, E)``; value: ``(..., L, Ev)``
+            (self-attention: as many keys as queries).
+        window: keys with ``|i - j| < window`` are kept (``0 <= i - j < window`` when
+            ``causal``).
+        scale: multiplies the scores; default ``1 / sqrt(E)``.
+
+    Returns:
+        ``output (..., L, Ev)``. The weights are never formed as an L x L matrix.
+    """
+    _check_qkv(query, key, value)
+    check_positive_int("window", window)
+    _check_options(scale, 0.0)
+    L = query.size(-2)
+    if key.size(-2) != L:
+        raise ValueError(f"sliding_window_attention needs as many keys as queries, got "
+                         f"query {tuple(query.shape)} and key {tuple(key.shape)}")
+    block = window if block_size is None else block_size
+    check_positive_int("block_size", block)
+    scale = 1.0 / math.sqrt(query.size(-1)) if scale is None else scale
+    batch = torch.broadcast_shapes(query.shape[:-2], key.shape[:-2])
+    out = query.new_empty(batch + (L, value.size(-1)))
+    for q0 in range(0, L, block):
+        q1 = min(q0 + block, L)
+        k0, k1 = max(0, q0 - window + 1), (q1 if causal else min(L, q1 + window - 1))
+        s = (query[..., q0:q1, :] * scale) @ key[..., k0:k1, :].transpose(-2, -1)  # (..., b, r)
+        offset = (torch.arange(q0, q1, device=s.device).unsqueeze(1)
+                  - torch.arange(k0, k1, device=s.device).unsqueeze(0))  # (b, r)
+        band = (offset >= 0) & (offset < window) if causal else offset.abs() < window
+        s.masked_fill_(~band, NEG_INF)
+        out[..., q0:q1, :] = softmax(s, inplace=True) @ value[..., k0:k1, :]
+    return out

@@ -1,0 +1,142 @@
+"""Sparse masks by their definitions, receptive fields against matrix powers, and the
+banded attention against dense attention with the same mask."""
+
+import math
+
+import pytest
+import torch
+
+from attention_core import scaled_dot_product_attention, sliding_window_mask
+from attention_core.sparse import (bigbird_mask, density, dilated_window_mask, fixed_mask,
+                                   global_mask, layers_to_reach, random_mask, reach,
+                                   sliding_window_attention, strided_mask)
+
+L = 13
+
+
+def by_definition(rule):
+    return torch.tensor([[rule(i, j) for j in range(L)] for i in range(L)])
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("window,dilation", [(1, 1), (3, 1), (3, 2), (2, 4)])
+def test_dilated_window_by_definition(window, dilation, causal):
+    expected = by_definition(lambda i, j: (i - j) % dilation == 0 and abs(i - j) // dilation < window
+                             and (i >= j or not causal))
+    assert torch.equal(dilated_window_mask(L, window, dilation, causal), expected)
+
+
+def test_dilation_one_is_the_sliding_window():
+    assert torch.equal(dilated_window_mask(L, 4, 1), sliding_window_mask(L, 4))
+    assert torch.equal(dilated_window_mask(L, 4, 1, causal=True), sliding_window_mask(L, 4, causal=True))
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_strided_by_definition(causal):
+    s = 4
+    expected = by_definition(lambda i, j: (abs(i - j) < s or (i - j) % s == 0) and (i >= j or not causal))
+    assert torch.equal(strided_mask(L, s, causal=causal), expected)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_fixed_by_definition(causal):
+    s, c = 4, 2
+    expected = by_definition(lambda i, j: (i // s == j // s or j % s >= s - c) and (i >= j or not causal))
+    assert torch.equal(fixed_mask(L, s, c, causal=causal), expected)
+
+
+def test_global_tokens_are_full_rows_and_columns():
+    m = global_mask(L, 2)
+    assert m[:2].all() and m[:, :2].all() and not m[2:, 2:].any()
+    assert not global_mask(L, 0).any()
+
+
+def test_random_mask_is_seeded_and_has_r_keys_per_row():
+    a, b, c = random_mask(50, 3, seed=1), random_mask(50, 3, seed=1), random_mask(50, 3, seed=2)
+    assert torch.equal(a, b) and not torch.equal(a, c)
+    assert (a.sum(-1) == 3).all()
+    # every key is about equally likely: over many rows, no key column is empty
+    assert (random_mask(400, 20, seed=3).sum(0) > 0).all()
+
+
+def test_bigbird_is_the_union():
+    m = bigbird_mask(L, 2, 1, 2, seed=5)
+    assert torch.equal(m, sliding_window_mask(L, 2) | global_mask(L, 1) | random_mask(L, 2, seed=5))
+
+
+def test_density_of_a_window_counts_the_band():
+    n, w = 100, 5
+    assert density(sliding_window_mask(n, w)) == pytest.approx((n * (2 * w - 1) - w * (w - 1)) / n**2)
+
+
+def test_reach_is_the_boolean_matrix_power():
+    m = strided_mask(L, 3) | random_mask(L, 1, seed=0)
+    step = (m | torch.eye(L, dtype=torch.bool)).long()
+    for layers in range(4):
+        assert torch.equal(reach(m, layers), torch.linalg.matrix_power(step, layers) > 0)
+
+
+@pytest.mark.parametrize("n,w", [(10, 2), (64, 5), (100, 16)])
+def test_window_needs_distance_over_step_layers(n, w):
+    mask = sliding_window_mask(n, w)
+    assert layers_to_reach(mask, 0, n - 1) == math.ceil((n - 1) / (w - 1))
+    assert layers_to_reach(mask | global_mask(n, 1), 0, n - 1) == 1  # token 0 is global
+    assert layers_to_reach(mask | global_mask(n, 1), 1, n - 1) == 2  # via the global token
+
+
+def test_unreachable_is_none():
+    assert layers_to_reach(sliding_window_mask(5, 1), 0, 4) is None
+    assert layers_to_reach(sliding_window_mask(5, 3, causal=True), 4, 0) is None  # no future
+
+
+def qkv(batch, n, E=8, Ev=6, dtype=torch.float64):
+    return (torch.randn(*batch, n, E, dtype=dtype), torch.randn(*batch, n, E, dtype=dtype),
+            torch.randn(*batch, n, Ev, dtype=dtype))
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("n,window,block", [(1, 1, None), (17, 3, None), (17, 3, 5), (40, 7, 16),
+                                            (9, 20, None), (33, 1, 4)])
+def test_banded_equals_dense_with_the_same_mask(n, window, block, causal):
+    q, k, v = qkv((2, 3), n)
+    banded = sliding_window_attention(q, k, v, window, causal=causal, block_size=block)
+    dense, _ = scaled_dot_product_attention(q, k, v, attn_mask=sliding_window_mask(n, window, causal))
+    torch.testing.assert_close(banded, dense)
+
+
+def test_banded_gradients_and_scale_match_dense():
+    q, k, v = (t.requires_grad_() for t in qkv((2,), 20))
+    banded = sliding_window_attention(q, k, v, 4, scale=0.3)
+    grads = torch.autograd.grad(banded.square().sum(), (q, k, v))
+    dense, _ = scaled_dot_product_attention(q, k, v, attn_mask=sliding_window_mask(20, 4), scale=0.3)
+    for mine, ref in zip(grads, torch.autograd.grad(dense.square().sum(), (q, k, v))):
+        torch.testing.assert_close(mine, ref)
+
+
+@pytest.mark.parametrize("n", [64, 256, 1024])
+def test_banded_memory_grows_with_the_band_not_the_square(n, largest_tensor):
+    B, H, D, w = 1, 2, 8, 8
+    q, k, v = (torch.randn(B, H, n, D) for _ in range(3))
+    with largest_tensor() as banded:
+        sliding_window_attention(q, k, v, w)
+    assert banded.largest <= max(B * H * w * (3 * w - 2), B * H * n * D)
+
+
+@pytest.mark.parametrize("call,message", [
+    (lambda: strided_mask(8, 0), "stride must be >= 1, got 0"),
+    (lambda: fixed_mask(8, 4, 5), "num_summary must be at most stride=4, got 5"),
+    (lambda: global_mask(8, 9), "num_global must be at most L=8, got 9"),
+    (lambda: random_mask(8, -1), "num_random must be >= 0, got -1"),
+    (lambda: random_mask(0, 1), "L must be >= 1, got 0"),
+    (lambda: dilated_window_mask(8, 2, 0), "dilation must be >= 1, got 0"),
+    (lambda: bigbird_mask(8, 0, 1, 1), "window must be >= 1, got 0"),
+    (lambda: reach(torch.ones(3, 4, dtype=torch.bool), 1), r"square \(L, L\) bool tensor, got shape \(3, 4\)"),
+    (lambda: layers_to_reach(sliding_window_mask(4, 2), 7), r"source must lie in \[0, L=4\), got 7"),
+    (lambda: sliding_window_attention(*qkv((), 5), 0), "window must be >= 1, got 0"),
+    (lambda: sliding_window_attention(*qkv((), 5), 2, block_size=0), "block_size must be >= 1, got 0"),
+    (lambda: sliding_window_attention(torch.randn(4, 8), torch.randn(5, 8), torch.randn(5, 2), 2),
+     r"as many keys as queries, got query \(4, 8\) and key \(5, 8\)"),
+])
+def test_bad_parameters_raise_clear_errors(call, message):
+    with pytest.raises((ValueError, TypeError), match=message):
+        call()
