@@ -332,3 +332,73 @@ def check_online_softmax(student: Callable) -> Feedback:
                     block_max,
                 "rescaled by exp(m_new - m_old): the factor is exp(m_old - m_new), at most 1": inverted}
     return _check(student, lambda s, b: online_softmax(s, b)[0], cases, mistakes, "online_softmax")
+
+
+# --- linear attention ----------------------------------------------------------------
+
+def check_causal_linear_attention(student: Callable) -> Feedback:
+    """``student(q, k, v)`` for ``q, k (L, E)``, ``v (L, Ev)`` must return causal linear
+    attention with ``phi(x) = elu(x) + 1``: ``out_i = phi(q_i) S_i / phi(q_i) . z_i`` where
+    ``S_i = sum_{j <= i} phi(k_j) v_j^T`` and ``z_i = sum_{j <= i} phi(k_j)``."""
+    from .linear import elu_feature_map, kernel_attention_weights, linear_attention
+
+    cases = [Case("2 tokens", (torch.tensor([[0.5, -1.0], [1.0, 0.0]], dtype=torch.float64),
+                               torch.tensor([[1.0, 0.0], [0.0, 2.0]], dtype=torch.float64),
+                               torch.tensor([[1.0], [3.0]], dtype=torch.float64))),
+             Case("9 tokens", (_rand(9, 4, seed=1), _rand(9, 4, seed=2), _rand(9, 3, seed=3))),
+             Case("negative inputs", (_rand(6, 4, seed=4) - 2, _rand(6, 4, seed=5) - 2, _rand(6, 2, seed=6)))]
+
+    def weights_then(fn_weights):
+        return lambda q, k, v: fn_weights(q, k) @ v
+
+    def unnormalised(q, k, v):
+        return (elu_feature_map(q) @ elu_feature_map(k).T).tril() @ v
+
+    def exclusive(q, k, v):  # prefix sums over j < i: each token misses itself
+        a = (elu_feature_map(q) @ elu_feature_map(k).T).tril(-1)
+        return a @ v / a.sum(-1, keepdim=True).clamp_min(1e-6)
+
+    mistakes = {"not causal: the sums run over every key, not just j <= i":
+                    lambda q, k, v: linear_attention(q, k, v),
+                "no normaliser: divide by phi(q_i) . z_i, the sum of the row's weights": unnormalised,
+                "the prefix sums stop before token i (j < i); token i must see itself": exclusive,
+                "phi(x) = elu(x) without the + 1: features can be negative":
+                    weights_then(lambda q, k: kernel_attention_weights(q, k, torch.nn.functional.elu,
+                                                                       causal=True)),
+                "phi(x) = relu(x) instead of elu(x) + 1":
+                    weights_then(lambda q, k: kernel_attention_weights(q, k, "relu", causal=True))}
+    return _check(student, lambda q, k, v: linear_attention(q, k, v, causal=True), cases, mistakes,
+                  "causal_linear_attention")
+
+
+# --- encoder-decoder attention ------------------------------------------------------
+
+def check_general_attention(student: Callable) -> Feedback:
+    """``student(s, h, W, mask)`` for a decoder state ``s (B, H)``, encoder states
+    ``h (B, S, H)``, a matrix ``W (H, H)`` and a mask ``(B, S)`` (True = real source
+    word) must return Luong's "general" context vector ``(B, H)``: scores
+    ``s^T W h_i``, softmax over the source positions that are not padding, then the
+    weighted sum of the ``h_i``."""
+    def reference(s, h, W, mask):
+        scores = torch.einsum("bq,qk,bsk->bs", s, W, h).masked_fill(~mask, -math.inf)
+        return (torch.softmax(scores, -1).unsqueeze(-1) * h).sum(1)
+
+    def variant(transpose=False, use_mask=True, dim=-1, normalise=True):
+        def fn(s, h, W, mask):
+            scores = torch.einsum("bq,qk,bsk->bs", s, W.T if transpose else W, h)
+            if use_mask:
+                scores = scores.masked_fill(~mask, -math.inf)
+            weights = torch.softmax(scores, dim) if normalise else scores.masked_fill(~mask, 0.0)
+            return (weights.unsqueeze(-1) * h).sum(1)
+        return fn
+
+    mask = torch.tensor([[True, True, True, True], [True, True, False, False], [True, False, False, False]])
+    cases = [Case("one sentence, no padding", (_rand(1, 3, seed=1), _rand(1, 4, 3, seed=2), _rand(3, 3, seed=3),
+                                               torch.ones(1, 4, dtype=torch.bool))),
+             Case("three sentences with padding", (_rand(3, 3, seed=4), _rand(3, 4, 3, seed=5),
+                                                   _rand(3, 3, seed=6), mask))]
+    mistakes = {"used W transposed: the score is s^T W h, i.e. s . (W h)": variant(transpose=True),
+                "padding not masked: padded positions must get weight 0": variant(use_mask=False),
+                "softmax over the batch axis: normalise over the source positions": variant(dim=0),
+                "no softmax: the weights must be positive and sum to 1": variant(normalise=False)}
+    return _check(student, reference, cases, mistakes, "general_attention")

@@ -32,13 +32,17 @@ from matplotlib.patches import Patch
 from .flash import online_softmax
 from .functional import scaled_dot_product_attention, softmax
 from .kv_cache import kv_cache_bytes
-from .masks import causal_mask, padding_mask
+from .masks import causal_mask, padding_mask, sliding_window_mask
 from .metrics import attention_entropy
 from .multihead import MultiHeadAttention
 from .positional import sinusoidal_encoding
 from .scaling import random_scores, softmax_saturation
+from .seq2seq import TARGET_VOCAB, encode_batch, translate
+from .sparse import (density, dilated_window_mask, fixed_mask, global_mask, layers_from,
+                     random_mask, strided_mask)
 from .toy_tasks import head_roles, reverse_and_shift_batch, word_embeddings
-from .viz import color, entropy_bars, head_sharing_diagram, heatmap, set_token_ticks
+from .viz import (color, entropy_bars, head_sharing_diagram, heatmap, mask_plot,
+                  set_token_ticks)
 
 Setup = Callable[..., Callable[..., None]]
 """``setup(fig, **values)`` draws the first frame and returns ``update(**values)``,
@@ -579,3 +583,135 @@ def tiling_explorer(seq_lens=(8, 16, 32), blocks=(2, 4, 8), seed: int = 0) -> Ex
                     alt="Grid of score tiles coloured by state (done, current, pending) for one query "
                         "block, and the running maximum and running sum of one row after each key "
                         "block; the sliders set the sequence length, the block size and the step.")
+
+
+SPARSE_PATTERNS = {
+    "sliding window": lambda L, size: sliding_window_mask(L, size),
+    "dilated window (r = 2)": lambda L, size: dilated_window_mask(L, size, 2),
+    "strided (causal)": lambda L, size: strided_mask(L, size),
+    "fixed (causal)": lambda L, size: fixed_mask(L, size),
+}
+"""The base patterns of chapter 7 by name, each ``(L, size) -> mask`` with size the window or stride."""
+
+
+def sparse_mask_explorer(lengths=(32, 64), sizes=(2, 4, 8), num_globals=(0, 2),
+                         num_randoms=(0, 2), seed: int = 0) -> Explorer:
+    """Chapter 7: a base pattern (window or Sparse Transformer) united with global
+    tokens and random keys; the mask with the fraction it keeps, and how many layers
+    the last token needs before it depends on each position."""
+    max_L = max(lengths)
+
+    def build(pattern, L, size, num_global, num_random):
+        mask = SPARSE_PATTERNS[pattern](L, size) | global_mask(L, num_global)
+        return mask | random_mask(L, num_random, seed) if num_random else mask
+
+    def setup(fig, **values):
+        ax_mask, ax_reach = fig.subplots(1, 2, width_ratios=[1, 1.3])
+        image = mask_plot(torch.zeros(max_L, max_L), ax=ax_mask)
+        line, = ax_reach.step([], [], where="mid", color=color(0.25))
+        ax_reach.set_xlabel("position j")
+        ax_reach.set_ylabel("layers until the last token\ndepends on position j")
+        note = ax_reach.text(0.98, 0.97, "", transform=ax_reach.transAxes, va="top", ha="right",
+                             fontsize=8)
+
+        def update(pattern, L, size, num_global, num_random):
+            mask = build(pattern, L, size, num_global, num_random)
+            image.set_data(mask.float().numpy())
+            image.set_extent((-0.5, L - 0.5, L - 0.5, -0.5))
+            ax_mask.set_title(f"{pattern}, size {size}: keeps {density(mask):.1%} "
+                              f"of {L}x{L}", fontsize=9)
+            # information flows from key j to query i: search backwards from the last token
+            layers = layers_from(mask.T.contiguous(), L - 1).numpy()
+            line.set_data(np.arange(L), layers)
+            ax_reach.set_xlim(-0.5, max_L - 0.5)
+            ax_reach.set_ylim(0, layers.max() * 1.15 + 1)
+            ax_reach.set_title(f"+ {num_global} global tokens, {num_random} random keys per query",
+                               fontsize=9)
+            note.set_text(f"every position within {layers.max()} layer"
+                          f"{'s' if layers.max() != 1 else ''}")
+
+        update(**values)
+        return update
+
+    return Explorer(setup, {"pattern": list(SPARSE_PATTERNS), "L": list(lengths),
+                            "size": list(sizes), "num_global": list(num_globals),
+                            "num_random": list(num_randoms)},
+                    initial={"L": max_L, "size": sizes[len(sizes) // 2]}, figsize=(9, 3.4),
+                    alt="A sparse attention mask (query by key positions) and, for each position, "
+                        "the number of layers until the last token depends on it; the sliders "
+                        "choose the pattern, the length, the window or stride, and how many "
+                        "global tokens and random keys are added.")
+
+
+class AlignmentExplorer(Explorer):
+    """An :class:`Explorer` whose live view also has a text box: type a source sentence,
+    press Enter, and it joins the examples (bad input gets a message naming the
+    allowed words instead of a traceback)."""
+
+    def widget(self):
+        if self._widget is None:
+            import ipywidgets as w
+
+            box = super().widget()
+            slider = box.sliders[list(self.controls).index("sentence")]
+            text = w.Text(placeholder="type a sentence, e.g. a b c d, then Enter",
+                          description="sentence", continuous_update=False)
+            message = w.HTML()
+
+            def typed(change):
+                sentence = " ".join(change["new"].split())
+                try:
+                    translate(sentence)  # validates: raises naming the allowed words
+                except ValueError as error:
+                    message.value = f"<span style='color:#b00'>{html.escape(str(error))}</span>"
+                    return
+                message.value = ""
+                if sentence not in self.controls["sentence"]:
+                    self.controls["sentence"].append(sentence)
+                    slider.options = self.controls["sentence"]
+                slider.value = sentence
+
+            text.observe(typed, names="value")
+            self._widget = w.VBox([w.HBox([text, message]), *box.children])
+            self._widget.sliders, self._widget.image = box.sliders, box.image
+            self._widget.text, self._widget.message = text, message
+        return self._widget
+
+
+def alignment_explorer(models: Mapping[str, Any], sentences: Sequence[str]) -> AlignmentExplorer:
+    """Chapter 6: pick a source sentence and a trained attention model (name ->
+    :class:`~attention_core.seq2seq.Seq2Seq`); see its alignment, output words by
+    source words, and whether its translation is right. In a live kernel a text box
+    takes new sentences."""
+    for s in sentences:
+        translate(s)  # every example must be a valid sentence
+    longest = max(len(s.split()) for s in sentences)
+
+    def setup(fig, sentence, model):
+        ax = fig.subplots()
+        image = heatmap(np.zeros((longest + 1, longest)), ax=ax, colorbar=True)
+
+        def update(sentence, model):
+            net = models[model]
+            batch = encode_batch([sentence])
+            tokens, weights = net.greedy_decode(batch.src, batch.src_lengths)
+            words = sentence.split()
+            out = [TARGET_VOCAB[i] for i in tokens[0].tolist()]
+            image.set_data(weights[0].numpy())
+            image.set_extent((-0.5, len(words) - 0.5, len(out) - 0.5, -0.5))
+            set_token_ticks(ax, out, words)
+            ax.set_xlabel("source word")
+            ax.set_ylabel("output word")
+            right = out[:-1] == translate(sentence) and out[-1] == "</s>"
+            ax.set_title(f"{model}: {' '.join(w for w in out if w != '</s>')} "
+                         f"({'right' if right else 'WRONG, expected ' + ' '.join(translate(sentence))})",
+                         fontsize=9)
+
+        update(sentence, model)
+        return update
+
+    return AlignmentExplorer(setup, {"sentence": list(sentences), "model": list(models)},
+                             figsize=(5.6, 4.6),
+                             alt="Alignment heatmap of a trained encoder-decoder: output words by "
+                                 "source words, weight of each source word when producing each "
+                                 "output word; the sliders choose the sentence and the model.")

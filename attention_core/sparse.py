@@ -144,25 +144,35 @@ def reach(mask: torch.Tensor, num_layers: int) -> torch.Tensor:
     return r
 
 
-def layers_to_reach(mask: torch.Tensor, source: int = 0, target: int = -1) -> int | None:
-    """The fewest layers after which position ``target`` depends on position ``source``
-    (same rules as :func:`reach`), or ``None`` if it never does."""
+def layers_from(mask: torch.Tensor, source: int = 0) -> torch.Tensor:
+    """For every position, the fewest layers after which it depends on position
+    ``source`` (same rules as :func:`reach`): ``(L,)`` long, ``-1`` where it never does.
+
+    A breadth-first search over the graph "query i reads key j": each layer adds the
+    positions that read one already reached.
+    """
     _check_square_bool(mask)
     L = mask.size(0)
-    target = target % L
-    if not 0 <= source < L:
-        raise ValueError(f"source must lie in [0, L={L}), got {source}")
-    seen = torch.zeros(L, dtype=torch.bool, device=mask.device)  # positions that hold source
-    seen[source] = True
+    if isinstance(source, bool) or not isinstance(source, int) or not 0 <= source < L:
+        raise ValueError(f"source must lie in [0, L={L}), got {source!r}")
+    layers = torch.full((L,), -1, dtype=torch.long, device=mask.device)
+    seen = torch.zeros(L, dtype=torch.bool, device=mask.device)
+    seen[source], layers[source] = True, 0
     step = mask.float()
-    for layers in range(L + 1):
-        if seen[target]:
-            return layers
+    for depth in range(1, L + 1):
         grown = seen | ((step @ seen.float()) > 0)
         if torch.equal(grown, seen):
-            return None  # nothing new reached: it never will be
+            break  # nothing new reached: nothing ever will be
+        layers[grown & ~seen] = depth
         seen = grown
-    return None
+    return layers
+
+
+def layers_to_reach(mask: torch.Tensor, source: int = 0, target: int = -1) -> int | None:
+    """The fewest layers after which position ``target`` depends on position ``source``,
+    or ``None`` if it never does (see :func:`layers_from`)."""
+    layers = layers_from(mask, source)[target].item()
+    return None if layers < 0 else layers
 
 
 def _check_square_bool(mask) -> None:

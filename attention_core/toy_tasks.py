@@ -5,7 +5,7 @@ Shape legend: T tokens, D embedding dim.
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 
@@ -146,11 +146,19 @@ class TinyTransformer(torch.nn.Module):
         return logits, all_weights
 
 
-def train_model(model: TinyTransformer, make_batch: Callable[[torch.Generator], tuple],
+def token_loss(model: TinyTransformer, batch: tuple) -> torch.Tensor:
+    """Cross-entropy of ``model(x)`` against ``y`` for a batch ``(x (B, T), y (B, T, ...))``."""
+    x, y = batch
+    logits, _ = model(x)
+    return torch.nn.functional.cross_entropy(logits.reshape(-1, model.vocab_size), y.reshape(-1))
+
+
+def train_model(model: torch.nn.Module, make_batch: Callable[[torch.Generator], Any],
                 steps: int, lr: float = 3e-3, seed: int = 0, progress: bool = True,
-                desc: str = "training"):
-    """Train ``model`` with AdamW on batches ``(x (B, T), y (B, T, num_outputs))`` from
-    ``make_batch(generator)``, seeded. Returns ``(model in eval mode, losses)``.
+                desc: str = "training", loss_fn: Callable[[Any, Any], torch.Tensor] = token_loss):
+    """Train ``model`` with AdamW on batches from ``make_batch(generator)``, seeded;
+    ``loss_fn(model, batch)`` gives the loss (default :func:`token_loss`). Returns
+    ``(model in eval mode, losses)``.
 
     ``progress`` shows a text tqdm bar on stdout (it renders in notebooks, terminals
     and the built website).
@@ -173,9 +181,7 @@ def train_model(model: TinyTransformer, make_batch: Callable[[torch.Generator], 
     torch.set_num_threads(1)
     try:
         for _ in bar:
-            x, y = make_batch(g)
-            logits, _ = model(x)
-            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, model.vocab_size), y.reshape(-1))
+            loss = loss_fn(model, make_batch(g))
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()

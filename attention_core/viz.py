@@ -22,6 +22,10 @@ def color(x: float):
     return plt.get_cmap(CMAP)(x)
 
 
+MASK_CMAP = plt.matplotlib.colors.ListedColormap(["#f2f2f2", color(0.25)])
+"""Two colours for masks (pale grey where masked, dark where a query may attend)."""
+
+
 def _to_numpy(x) -> np.ndarray:
     return x.detach().cpu().float().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
 
@@ -126,6 +130,71 @@ def head_sharing_diagram(num_heads: int, num_kv_heads: int, ax=None, title: str 
     ax.text(-0.9, 0, "key/value heads", ha="right", va="center", fontsize=9)
     ax.set_xlim(-0.28 * num_heads - 3, num_heads - 0.4)
     ax.set_ylim(-0.4, 1.4)
+    ax.axis("off")
+    if title:
+        ax.set_title(title, fontsize=10)
+    return ax
+
+
+def mask_plot(mask, ax=None, title: str | None = None):
+    """Draw a boolean mask ``(L, S)``: dark where a query may attend, pale elsewhere.
+
+    Returns the ``AxesImage`` (update with ``set_data``); the title, if not given,
+    states the fraction of the matrix the mask keeps.
+    """
+    m = _to_numpy(mask).astype(float)
+    if m.ndim != 2:
+        raise ValueError(f"mask must be 2-D (L, S), got shape {m.shape}")
+    ax = ax or plt.subplots(figsize=(3.2, 3.2))[1]
+    image = ax.imshow(m, cmap=MASK_CMAP, vmin=0, vmax=1, interpolation="nearest")
+    ax.set_xlabel("key position")
+    ax.set_ylabel("query position")
+    ax.set_title(title if title is not None else f"keeps {m.mean():.1%}", fontsize=9)
+    return image
+
+
+_FLOWS = {
+    # name: (x, y, label); edges follow. Time runs left to right; encoder states at the bottom.
+    "bahdanau": ({"prev": (0.0, 1.0, "$s_{t-1}$"), "y": (0.0, 2.0, "$y_{t-1}$"),
+                  "h": (1.2, -0.6, "encoder states\n$h_1 \\ldots h_S$"),
+                  "attn": (1.2, 0.5, "score + softmax\n$\\alpha_t$"), "c": (2.4, 0.5, "$c_t$"),
+                  "rnn": (2.4, 1.6, "GRU"), "s": (3.6, 1.6, "$s_t$"),
+                  "out": (4.8, 1.0, "output\n$y_t$")},
+                 [("prev", "attn"), ("h", "attn"), ("attn", "c"), ("c", "rnn"), ("prev", "rnn"),
+                  ("y", "rnn"), ("rnn", "s"), ("s", "out"), ("c", "out")]),
+    "luong": ({"prev": (0.0, 1.0, "$s_{t-1}$"), "y": (0.0, 2.0, "$y_{t-1}$"),
+               "rnn": (1.2, 1.6, "GRU"), "s": (2.4, 1.6, "$s_t$"),
+               "h": (2.4, -0.6, "encoder states\n$h_1 \\ldots h_S$"),
+               "attn": (2.4, 0.5, "score + softmax\n$\\alpha_t$"), "c": (3.6, 0.5, "$c_t$"),
+               "tilde": (4.8, 1.0, "$\\tilde h_t = \\tanh(W_c[c_t; s_t])$"),
+               "out": (6.0, 1.0, "output\n$y_t$")},
+              [("prev", "rnn"), ("y", "rnn"), ("rnn", "s"), ("s", "attn"), ("h", "attn"),
+               ("attn", "c"), ("c", "tilde"), ("s", "tilde"), ("tilde", "out")]),
+}
+
+
+def decoder_flow(kind: str, ax=None, title: str | None = None):
+    """Draw one decoder step of Bahdanau (``kind="bahdanau"``) or Luong
+    (``"luong"``) attention as boxes and arrows: where the context comes from and
+    where it goes. Returns the ``Axes``."""
+    if kind not in _FLOWS:
+        raise ValueError(f"kind must be one of {sorted(_FLOWS)}, got {kind!r}")
+    nodes, edges = _FLOWS[kind]
+    ax = ax or plt.subplots(figsize=(7, 3))[1]
+    boxes = {}
+    for name, (x, y, label) in nodes.items():
+        shade = 0.75 if name in ("attn", "c") else 0.45 if name in ("rnn", "tilde") else None
+        boxes[name] = ax.text(x, y, label, ha="center", va="center", fontsize=9,
+                              bbox=dict(boxstyle="round,pad=0.4", lw=1, ec="0.3",
+                                        fc=(*color(shade)[:3], 0.35) if shade else "white"))
+    for a, b in edges:  # arrows from box edge to box edge
+        ax.annotate("", xy=nodes[b][:2], xytext=nodes[a][:2],
+                    arrowprops=dict(arrowstyle="-|>", color="0.25", lw=1.1, shrinkA=1, shrinkB=1,
+                                    patchA=boxes[a].get_bbox_patch(),
+                                    patchB=boxes[b].get_bbox_patch()))
+    xs = [x for x, _, _ in nodes.values()]
+    ax.set_xlim(min(xs) - 0.6, max(xs) + 0.9)
+    ax.set_ylim(-1.2, 2.5)
     ax.axis("off")
     if title:
         ax.set_title(title, fontsize=10)

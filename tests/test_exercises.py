@@ -59,6 +59,41 @@ def online(rescale=True, running_max=True, inverted=False):
     return fn
 
 
+
+def causal_linear(phi=lambda x: torch.nn.functional.elu(x) + 1, normalise=True, causal=True,
+                  include_self=True):
+    """A loop over tokens with running sums, written independently of the package."""
+    def fn(q, k, v):
+        S = torch.zeros(q.size(-1), v.size(-1), dtype=q.dtype)
+        z = torch.zeros(q.size(-1), dtype=q.dtype)
+        if not causal:
+            S, z = phi(k).T @ v, phi(k).sum(0)
+        out = []
+        for i in range(q.size(0)):
+            if causal and include_self:
+                S, z = S + torch.outer(phi(k[i]), v[i]), z + phi(k[i])
+            num, den = phi(q[i]) @ S, phi(q[i]) @ z
+            out.append(num / den.clamp_min(1e-6) if normalise else num)
+            if causal and not include_self:
+                S, z = S + torch.outer(phi(k[i]), v[i]), z + phi(k[i])
+        return torch.stack(out)
+    return fn
+
+
+def general_attention(transpose=False, mask=True, dim=-1, softmax=True):
+    """Luong's general score with a loop over sentences, written independently."""
+    def fn(s, h, W, m):
+        out = []
+        for b in range(s.size(0)):
+            scores = h[b] @ ((W.T if transpose else W).T @ s[b])  # (S,): h_i . W^T s = s^T W h_i
+            if mask:
+                scores = torch.where(m[b], scores, torch.tensor(-math.inf, dtype=scores.dtype))
+            out.append(scores)
+        scores = torch.stack(out)
+        weights = torch.softmax(scores, dim) if softmax else torch.where(m, scores, 0.0)
+        return torch.einsum("bs,bsk->bk", weights, h)
+    return fn
+
 CHECKS = [
     (ex.check_softmax, correct_softmax, [
         (lambda x: x.exp() / x.exp().sum(-1, keepdim=True), "subtract the row maximum"),
@@ -107,6 +142,19 @@ CHECKS = [
         (online(rescale=False), "not rescaled"),
         (online(running_max=False), "running maximum"),
         (online(inverted=True), "exp(m_old - m_new), at most 1"),
+    ]),
+    (ex.check_general_attention, general_attention(), [
+        (general_attention(transpose=True), "W transposed"),
+        (general_attention(mask=False), "padding not masked"),
+        (general_attention(dim=0), "batch axis"),
+        (general_attention(softmax=False), "no softmax"),
+    ]),
+    (ex.check_causal_linear_attention, causal_linear(), [
+        (causal_linear(causal=False), "not causal"),
+        (causal_linear(normalise=False), "no normaliser"),
+        (causal_linear(include_self=False), "stop before token i"),
+        (causal_linear(phi=torch.nn.functional.elu), "without the + 1"),
+        (causal_linear(phi=torch.relu), "relu"),
     ]),
 
 ]

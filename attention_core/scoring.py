@@ -1,0 +1,122 @@
+"""Alignment scores of the encoder-decoder attention of Bahdanau et al. (2014) and
+Luong et al. (2015): how well a decoder state ``s`` matches each encoder state ``h_i``.
+
+    additive (Bahdanau)   score(s, h) = v^T tanh(W_s s + W_h h)
+    dot      (Luong)      score(s, h) = s^T h
+    general  (Luong)      score(s, h) = s^T W h
+    concat   (Luong)      score(s, h) = v^T tanh(W [s; h])
+
+Every score is a module with one signature, ``score(query (B, Dq), keys (B, S, Dk)) ->
+(B, S)``, chosen by name from :data:`SCORES`; :func:`attend` turns scores into weights
+(masking padded source positions) and a context vector. Which decoder state is the
+query (``s_{t-1}`` for Bahdanau, ``s_t`` for Luong) is the decoder's business:
+:mod:`attention_core.seq2seq`.
+
+Shape legend: B batch, S source length, Dq query (decoder state) dim, Dk key
+(encoder state) dim, A attention dim of the additive and concat scores.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from ._checks import check_positive_int, check_tensor
+from .functional import softmax
+
+
+class AdditiveScore(nn.Module):
+    """Bahdanau's ``v^T tanh(W_s s + W_h h)``: a one-hidden-layer network on the pair."""
+
+    def __init__(self, query_dim: int, key_dim: int, attn_dim: int):
+        super().__init__()
+        self.W_s = nn.Linear(query_dim, attn_dim, bias=False)
+        self.W_h = nn.Linear(key_dim, attn_dim, bias=False)
+        self.v = nn.Linear(attn_dim, 1, bias=False)
+
+    def forward(self, query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+        hidden = torch.tanh(self.W_s(query).unsqueeze(1) + self.W_h(keys))  # (B, S, A)
+        return self.v(hidden).squeeze(-1)  # (B, S)
+
+
+class DotScore(nn.Module):
+    """Luong's ``s^T h``: no parameters; needs ``query_dim == key_dim``."""
+
+    def __init__(self, query_dim: int, key_dim: int, attn_dim: int | None = None):
+        super().__init__()
+        if query_dim != key_dim:
+            raise ValueError(f"the dot score needs query_dim == key_dim, got {query_dim} and {key_dim}")
+
+    def forward(self, query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+        return (keys @ query.unsqueeze(-1)).squeeze(-1)  # (B, S)
+
+
+class GeneralScore(nn.Module):
+    """Luong's ``s^T W h``: a learned bilinear form."""
+
+    def __init__(self, query_dim: int, key_dim: int, attn_dim: int | None = None):
+        super().__init__()
+        self.W = nn.Linear(key_dim, query_dim, bias=False)  # W h, then the dot with s
+
+    def forward(self, query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+        return (self.W(keys) @ query.unsqueeze(-1)).squeeze(-1)  # (B, S)
+
+
+class ConcatScore(nn.Module):
+    """Luong's ``v^T tanh(W [s; h])``: one matrix on the concatenated pair. Splitting
+    ``W = [W_s, W_h]`` shows it is the additive score written differently."""
+
+    def __init__(self, query_dim: int, key_dim: int, attn_dim: int):
+        super().__init__()
+        self.W = nn.Linear(query_dim + key_dim, attn_dim, bias=False)
+        self.v = nn.Linear(attn_dim, 1, bias=False)
+
+    def forward(self, query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+        pairs = torch.cat((query.unsqueeze(1).expand(-1, keys.size(1), -1), keys), -1)  # (B, S, Dq+Dk)
+        return self.v(torch.tanh(self.W(pairs))).squeeze(-1)  # (B, S)
+
+
+SCORES: dict[str, type[nn.Module]] = {"additive": AdditiveScore, "dot": DotScore,
+                                       "general": GeneralScore, "concat": ConcatScore}
+"""Score name -> module class; every class takes ``(query_dim, key_dim, attn_dim)``."""
+
+
+def make_score(name: str, query_dim: int, key_dim: int, attn_dim: int | None = None) -> nn.Module:
+    """The score module called ``name`` (see :data:`SCORES`); ``attn_dim`` (default
+    ``query_dim``) sizes the hidden layer of the additive and concat scores."""
+    if name not in SCORES:
+        raise ValueError(f"score must be one of {sorted(SCORES)}, got {name!r}")
+    check_positive_int("query_dim", query_dim)
+    check_positive_int("key_dim", key_dim)
+    attn_dim = query_dim if attn_dim is None else attn_dim
+    check_positive_int("attn_dim", attn_dim)
+    return SCORES[name](query_dim, key_dim, attn_dim)
+
+
+def attend(score: nn.Module, query: torch.Tensor, keys: torch.Tensor,
+           mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """One step of encoder-decoder attention.
+
+    Args:
+        score: a module from :func:`make_score`.
+        query: decoder state ``(B, Dq)``.
+        keys: encoder states ``(B, S, Dk)``; they are also the values.
+        mask: ``(B, S)`` bool, True at real source tokens (padding gets weight 0).
+
+    Returns:
+        ``(context (B, Dk), weights (B, S))``: weights are the softmax of the scores
+        over the source, the context their weighted sum of ``keys``.
+    """
+    check_tensor("query", query, min_dim=2)
+    check_tensor("keys", keys, min_dim=3)
+    if query.dim() != 2 or keys.dim() != 3 or query.size(0) != keys.size(0):
+        raise ValueError(f"query must be (B, Dq) and keys (B, S, Dk) with the same B, got "
+                         f"query {tuple(query.shape)} and keys {tuple(keys.shape)}")
+    scores = score(query, keys)  # (B, S)
+    if mask is not None:
+        if mask.shape != scores.shape or mask.dtype != torch.bool:
+            raise ValueError(f"mask must be bool of shape (B, S) = {tuple(scores.shape)}, got "
+                             f"{mask.dtype} {tuple(mask.shape)}")
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = softmax(scores, dim=-1)  # (B, S)
+    return (weights.unsqueeze(1) @ keys).squeeze(1), weights  # (B, Dk), (B, S)

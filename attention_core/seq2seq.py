@@ -1,0 +1,223 @@
+"""A GRU encoder-decoder with no attention, Bahdanau attention or Luong attention, and
+the synthetic task chapter 6 trains it on.
+
+The three decoders differ only in where the context vector comes from and where it
+goes (``y`` the previous output token's embedding, ``h`` the encoder states):
+
+* none (Cho et al. 2014, Sutskever et al. 2014): one fixed context ``c`` summarises
+  the whole source; ``s_t = GRU([y; c], s_{t-1})``, output from ``[s_t; c; y]``.
+* Bahdanau et al. (2014): the context is computed from the **previous** state and goes
+  **into** the recurrence: ``c_t = attend(s_{t-1}, h)``, ``s_t = GRU([y; c_t], s_{t-1})``,
+  output from ``[s_t; c_t; y]``.
+* Luong et al. (2015): the recurrence runs first and the context is computed from the
+  **current** state, then combined **after** it: ``s_t = GRU(y, s_{t-1})``,
+  ``c_t = attend(s_t, h)``, attentional state ``h~_t = tanh(W_c [c_t; s_t])``, output
+  from ``h~_t``. (Luong's optional "input feeding" is not used.)
+
+Shape legend: B batch, S source length, T target length, E embedding dim, H hidden
+dim (encoder states are H wide: H/2 per direction), V vocabulary size.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+from ._checks import check_positive_int
+from .scoring import attend, make_score
+
+PAD, BOS, EOS = 0, 1, 2
+SPECIALS = ["<pad>", "<s>", "</s>"]
+SOURCE_WORDS = list("abcdefghijklmn")  # the source language: 14 lowercase letters
+TARGET_OF = dict(zip(SOURCE_WORDS, "GLBNEKAIMCFHDJ"))  # a fixed dictionary (a permutation)
+SOURCE_VOCAB = SPECIALS + SOURCE_WORDS
+TARGET_VOCAB = SPECIALS + sorted(TARGET_OF.values())
+ATTENTIONS = ("none", "bahdanau", "luong")
+
+
+@dataclass
+class Batch:
+    """Source ``src (B, S)`` padded with PAD, ``src_lengths (B,)``, decoder input
+    ``tgt_in (B, T)`` (BOS then the target) and ``tgt_out (B, T)`` (the target then EOS,
+    padded with PAD)."""
+
+    src: torch.Tensor
+    src_lengths: torch.Tensor
+    tgt_in: torch.Tensor
+    tgt_out: torch.Tensor
+
+
+def translate(words) -> list[str]:
+    """The task's reference: reverse the sentence and look up each word in
+    :data:`TARGET_OF`. ``"a b c"`` becomes ``["B", "L", "G"]``."""
+    words = words.split() if isinstance(words, str) else list(words)
+    unknown = [w for w in words if w not in TARGET_OF]
+    if not words or unknown:
+        raise ValueError(f"a source sentence is 1 or more of the words {' '.join(SOURCE_WORDS)}, "
+                         f"separated by spaces; got {' '.join(map(str, words))!r}"
+                         + (f" (unknown: {unknown})" if unknown else ""))
+    return [TARGET_OF[w] for w in reversed(words)]
+
+
+def encode_batch(sentences) -> Batch:
+    """Turn source sentences (strings or word lists) into a padded :class:`Batch`."""
+    sources = [s.split() if isinstance(s, str) else list(s) for s in sentences]
+    targets = [translate(s) for s in sources]  # validates every word
+    S = max(len(s) for s in sources)
+    src = torch.full((len(sources), S), PAD)
+    tgt_in = torch.full((len(sources), S + 1), PAD)
+    tgt_out = torch.full((len(sources), S + 1), PAD)
+    for b, (source, target) in enumerate(zip(sources, targets)):
+        src[b, :len(source)] = torch.tensor([SOURCE_VOCAB.index(w) for w in source])
+        ids = [TARGET_VOCAB.index(w) for w in target]
+        tgt_in[b, :len(ids) + 1] = torch.tensor([BOS] + ids)
+        tgt_out[b, :len(ids) + 1] = torch.tensor(ids + [EOS])
+    return Batch(src, torch.tensor([len(s) for s in sources]), tgt_in, tgt_out)
+
+
+def random_sentences(generator: torch.Generator, batch_size: int, min_len: int, max_len: int):
+    """``batch_size`` random source sentences (word lists), lengths uniform in
+    ``[min_len, max_len]``."""
+    check_positive_int("batch_size", batch_size)
+    check_positive_int("min_len", min_len)
+    check_positive_int("max_len", max_len, minimum=min_len)
+    lengths = torch.randint(min_len, max_len + 1, (batch_size,), generator=generator)
+    words = torch.randint(0, len(SOURCE_WORDS), (batch_size, max_len), generator=generator)
+    return [[SOURCE_WORDS[i] for i in row[:n]] for row, n in zip(words.tolist(), lengths.tolist())]
+
+
+class Seq2Seq(nn.Module):
+    """Bidirectional GRU encoder and a GRU decoder with the chosen attention.
+
+    Args:
+        attention: ``"none"``, ``"bahdanau"`` or ``"luong"``.
+        score: a name in :data:`~attention_core.scoring.SCORES` (ignored for ``"none"``).
+        embed_dim, hidden_dim: sizes E and H (H even: H/2 per encoder direction).
+    """
+
+    def __init__(self, attention: str = "bahdanau", score: str = "additive", embed_dim: int = 32,
+                 hidden_dim: int = 64):
+        super().__init__()
+        if attention not in ATTENTIONS:
+            raise ValueError(f"attention must be one of {ATTENTIONS}, got {attention!r}")
+        check_positive_int("embed_dim", embed_dim)
+        check_positive_int("hidden_dim", hidden_dim, minimum=2)
+        if hidden_dim % 2:
+            raise ValueError(f"hidden_dim must be even (half per encoder direction), got {hidden_dim}")
+        self.attention, self.score_name = attention, (None if attention == "none" else score)
+        E, H = embed_dim, hidden_dim
+        self.src_embed = nn.Embedding(len(SOURCE_VOCAB), E, padding_idx=PAD)
+        self.tgt_embed = nn.Embedding(len(TARGET_VOCAB), E, padding_idx=PAD)
+        self.encoder = nn.GRU(E, H // 2, batch_first=True, bidirectional=True)
+        self.bridge = nn.Linear(H, H)  # final encoder states -> s_0 (and c for "none")
+        self.score = None if attention == "none" else make_score(score, H, H)
+        self.cell = nn.GRUCell(E if attention == "luong" else E + H, H)
+        if attention == "luong":
+            self.combine = nn.Linear(2 * H, H, bias=False)  # W_c [c_t; s_t]
+            self.readout = nn.Linear(H, len(TARGET_VOCAB))
+        else:
+            self.readout = nn.Sequential(nn.Linear(2 * H + E, H), nn.Tanh(),
+                                         nn.Linear(H, len(TARGET_VOCAB)))
+
+    def encode(self, src: torch.Tensor, src_lengths: torch.Tensor):
+        """Encoder states ``h (B, S, H)``, the padding mask ``(B, S)`` and ``s_0 (B, H)``."""
+        packed = pack_padded_sequence(self.src_embed(src), src_lengths.cpu(), batch_first=True,
+                                      enforce_sorted=False)
+        out, last = self.encoder(packed)  # last: (2, B, H/2), forward and backward
+        h, _ = pad_packed_sequence(out, batch_first=True, total_length=src.size(1))
+        s0 = torch.tanh(self.bridge(torch.cat((last[0], last[1]), -1)))  # (B, H)
+        return h, src != PAD, s0
+
+    def step(self, y: torch.Tensor, state: torch.Tensor, h, mask, fixed_context):
+        """One decoder step from the previous token's embedding ``y (B, E)``:
+        ``(logits (B, V), new state (B, H), weights (B, S) or None)``."""
+        if self.attention == "luong":
+            state = self.cell(y, state)  # s_t first
+            context, weights = attend(self.score, state, h, mask)  # from s_t
+            attentional = torch.tanh(self.combine(torch.cat((context, state), -1)))  # h~_t
+            return self.readout(attentional), state, weights
+        if self.attention == "bahdanau":
+            context, weights = attend(self.score, state, h, mask)  # from s_{t-1}
+        else:
+            context, weights = fixed_context, None
+        state = self.cell(torch.cat((y, context), -1), state)  # the context goes in
+        return self.readout(torch.cat((state, context, y), -1)), state, weights
+
+    def forward(self, src, src_lengths, tgt_in):
+        """Teacher-forced pass: ``(logits (B, T, V), weights (B, T, S) or None)``."""
+        h, mask, state = self.encode(src, src_lengths)
+        fixed = state  # the "none" decoder's context c: the encoder's summary, s_0
+        logits, weights = [], []
+        for t in range(tgt_in.size(1)):
+            out, state, w = self.step(self.tgt_embed(tgt_in[:, t]), state, h, mask, fixed)
+            logits.append(out)
+            weights.append(w)
+        return torch.stack(logits, 1), (None if weights[0] is None else torch.stack(weights, 1))
+
+    @torch.no_grad()
+    def greedy_decode(self, src, src_lengths, max_len: int | None = None):
+        """Decode by taking the most likely token at each step, up to EOS or ``max_len``
+        (default: source length + 1). Returns ``(tokens (B, T), weights (B, T, S) or
+        None)``; positions after a sequence's EOS hold PAD."""
+        h, mask, state = self.encode(src, src_lengths)
+        fixed = state
+        max_len = src.size(1) + 1 if max_len is None else max_len
+        y = torch.full((src.size(0),), BOS)
+        tokens, weights = [], []
+        done = torch.zeros(src.size(0), dtype=torch.bool)
+        for _ in range(max_len):
+            out, state, w = self.step(self.tgt_embed(y), state, h, mask, fixed)
+            y = out.argmax(-1).masked_fill(done, PAD)
+            tokens.append(y)
+            weights.append(w)
+            done |= y == EOS
+            if done.all():
+                break
+        return torch.stack(tokens, 1), (None if weights[0] is None else torch.stack(weights, 1))
+
+    def translate(self, sentences) -> list[list[str]]:
+        """Greedy translations of source sentences, as target words (EOS removed)."""
+        batch = encode_batch(sentences)
+        tokens, _ = self.greedy_decode(batch.src, batch.src_lengths)
+        return [_words(row) for row in tokens.tolist()]
+
+
+def _words(ids) -> list[str]:
+    words = []
+    for i in ids:
+        if i in (EOS, PAD):
+            break
+        words.append(TARGET_VOCAB[i])
+    return words
+
+
+def seq2seq_loss(model: Seq2Seq, batch: Batch) -> torch.Tensor:
+    """Mean cross-entropy of the teacher-forced outputs over real target tokens (PAD ignored)."""
+    logits, _ = model(batch.src, batch.src_lengths, batch.tgt_in)
+    return nn.functional.cross_entropy(logits.reshape(-1, logits.size(-1)), batch.tgt_out.reshape(-1),
+                                       ignore_index=PAD)
+
+
+def train_seq2seq(attention: str = "bahdanau", score: str = "additive", steps: int = 600,
+                  batch_size: int = 64, min_len: int = 3, max_len: int = 12, lr: float = 5e-3,
+                  seed: int = 0, progress: bool = True, **sizes):
+    """Train a :class:`Seq2Seq` on random sentences of ``min_len``-``max_len`` words,
+    seeded (the same seed gives the same model). Returns ``(model, losses)``."""
+    from .toy_tasks import train_model
+
+    torch.manual_seed(seed)
+    model = Seq2Seq(attention, score, **sizes)
+    make_batch = lambda g: encode_batch(random_sentences(g, batch_size, min_len, max_len))  # noqa: E731
+    name = attention if attention == "none" else f"{attention}-{score}"
+    return train_model(model, make_batch, steps, lr=lr, seed=seed, progress=progress, desc=name,
+                       loss_fn=seq2seq_loss)
+
+
+def exact_match(model: Seq2Seq, sentences) -> float:
+    """Fraction of ``sentences`` whose greedy translation is exactly right."""
+    batch = encode_batch(sentences)
+    tokens, _ = model.greedy_decode(batch.src, batch.src_lengths)
+    return sum(_words(row) == translate(s) for row, s in zip(tokens.tolist(), sentences)) / len(sentences)
