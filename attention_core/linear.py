@@ -157,3 +157,56 @@ def performer_feature_map(num_features: int, dim: int, orthogonal: bool = True,
         return torch.exp(exponent - exponent.max().detach()) / math.sqrt(num_features)
 
     return phi
+
+
+def sequence_projection(k: int, N: int, seed: int = 0, dtype=torch.float32) -> torch.Tensor:
+    """A random ``(k, N)`` projection along the sequence axis with entries
+    ``N(0, 1/k)``, the Johnson-Lindenstrauss choice behind Linformer's analysis (the
+    model itself learns its projections)."""
+    check_positive_int("k", k)
+    check_positive_int("N", N)
+    check_positive_int("seed", seed, minimum=0)
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(k, N, generator=g, dtype=torch.float64) / math.sqrt(k)).to(dtype)
+
+
+def linformer_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                        E: torch.Tensor, F: torch.Tensor | None = None,
+                        scale: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Linformer (Wang et al. 2020): project keys and values along the sequence,
+    ``K' = E K`` and ``V' = F V`` with ``E, F (k, N)``, then ordinary softmax attention
+    over the ``k`` projected positions: ``softmax(Q K'^T / sqrt(E_dim)) V'``.
+
+    Cost O(N k d) instead of O(N^2 d). With ``k = N`` and ``E = F = I`` it is exactly
+    dense attention. ``F`` defaults to ``E`` (Linformer's shared projection).
+
+    Returns ``(output (..., L, Ev), weights (..., L, k))``: the weights are over the k
+    projected "positions", each a mixture of the real ones.
+    """
+    from .functional import scaled_dot_product_attention
+
+    _check_qkv(query, key, value)
+    F = E if F is None else F
+    N = key.size(-2)
+    for name, P in (("E", E), ("F", F)):
+        if not isinstance(P, torch.Tensor) or P.dim() != 2 or P.size(1) != N:
+            got = tuple(P.shape) if isinstance(P, torch.Tensor) else type(P).__name__
+            raise ValueError(f"{name} must be a (k, N={N}) projection, got {got}")
+    if E.size(0) != F.size(0):
+        raise ValueError(f"E and F must project to the same k, got {E.size(0)} and {F.size(0)}")
+    projected_key = E.to(key.dtype) @ key  # (..., k, E_dim)
+    projected_value = F.to(value.dtype) @ value  # (..., k, Ev)
+    return scaled_dot_product_attention(query, projected_key, projected_value, scale=scale)
+
+
+def pooling_projection(k: int, N: int, dtype=torch.float32) -> torch.Tensor:
+    """A ``(k, N)`` projection that averages ``k`` consecutive segments of the sequence
+    (segment lengths differ by at most one). ``k = N`` is the identity; a simple,
+    deterministic stand-in for Linformer's learned ``E`` and ``F``."""
+    check_positive_int("k", k)
+    check_positive_int("N", N, minimum=k)
+    bounds = [i * N // k for i in range(k + 1)]
+    P = torch.zeros(k, N, dtype=dtype)
+    for row, (start, stop) in enumerate(zip(bounds, bounds[1:])):
+        P[row, start:stop] = 1.0 / (stop - start)
+    return P

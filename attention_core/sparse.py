@@ -227,3 +227,89 @@ def sliding_window_attention(query: torch.Tensor, key: torch.Tensor, value: torc
         s.masked_fill_(~band, NEG_INF)
         out[..., q0:q1, :] = softmax(s, inplace=True) @ value[..., k0:k1, :]
     return out
+
+
+# --- Reformer: locality-sensitive hashing ---------------------------------------------
+
+def lsh_buckets(x: torch.Tensor, num_buckets: int, num_hashes: int = 1, seed: int = 0) -> torch.Tensor:
+    """Angular LSH of Reformer (Kitaev et al. 2020): ``(num_hashes, ..., N)`` bucket ids.
+
+    Each round draws a random rotation ``R (E, num_buckets / 2)`` and hashes ``x`` to
+    ``argmax([x R; -x R])``: vectors pointing in similar directions tend to share a
+    bucket, so a query's largest dot products are likely among its bucket-mates.
+    """
+    check_positive_int("num_buckets", num_buckets)
+    if num_buckets % 2 and num_buckets != 1:
+        raise ValueError(f"num_buckets must be 1 or even, got {num_buckets}")
+    check_positive_int("num_hashes", num_hashes)
+    check_positive_int("seed", seed, minimum=0)
+    if num_buckets == 1:  # the exact limit: everyone shares the one bucket
+        return torch.zeros((num_hashes,) + tuple(x.shape[:-1]), dtype=torch.long, device=x.device)
+    g = torch.Generator().manual_seed(seed)
+    R = torch.randn(num_hashes, x.size(-1), num_buckets // 2, generator=g, dtype=torch.float64)
+    rotated = torch.einsum("...ne,hef->h...nf", x.to(torch.float64), R)  # (hashes, ..., N, b/2)
+    return torch.cat((rotated, -rotated), -1).argmax(-1)
+
+
+def lsh_candidates(qk: torch.Tensor, num_buckets: int, num_hashes: int = 1, seed: int = 0) -> torch.Tensor:
+    """``(N, N)`` bool: True where positions ``i`` and ``j`` share a bucket in at least
+    one hashing round, the pairs Reformer may compare (before chunking). ``qk (N, E)``."""
+    if qk.dim() != 2:
+        raise ValueError(f"qk must be (N, E), got shape {tuple(qk.shape)}")
+    buckets = lsh_buckets(qk, num_buckets, num_hashes, seed)  # (hashes, N)
+    return (buckets.unsqueeze(-1) == buckets.unsqueeze(-2)).any(0)
+
+
+def _rows(x: torch.Tensor, order: torch.Tensor) -> torch.Tensor:
+    """``x (..., N, D)`` with its rows taken in ``order (..., N)``."""
+    return x.gather(-2, order.unsqueeze(-1).expand(*order.shape, x.size(-1)))
+
+
+def lsh_attention(qk: torch.Tensor, value: torch.Tensor, num_buckets: int, chunk_size: int = 64,
+                  num_hashes: int = 1, seed: int = 0) -> torch.Tensor:
+    """Reformer's LSH attention with shared queries and keys (Kitaev et al. 2020).
+
+    Keys are the queries normalised to unit length. Per hashing round: sort the
+    positions by bucket (then by position), cut the sorted sequence into chunks of
+    ``chunk_size``, and let each chunk attend to itself and the chunk before it, only to
+    keys in the same bucket, and never to its own position unless nothing else is
+    allowed. Rounds are combined by their softmax normalisers (the paper also corrects
+    for a pair found in several rounds; omitted here). With one bucket and one
+    chunk this is dense attention of ``qk`` against normalised ``qk`` with the diagonal
+    masked; the cost is O(N log N) for the sort plus O(N * chunk_size) for attention.
+
+    Args:
+        qk: ``(..., N, E)`` shared queries/keys; value: ``(..., N, Ev)``.
+        num_buckets: buckets per round, even (each random rotation gives a pair of
+            opposite directions) or 1 (no hashing: the exact limit).
+
+    Returns:
+        ``(..., N, Ev)``.
+    """
+    _check_qkv(qk, qk, value)
+    check_positive_int("chunk_size", chunk_size)
+    N, scale = qk.size(-2), 1.0 / math.sqrt(qk.size(-1))
+    if N % chunk_size:
+        raise ValueError(f"the length N={N} must be a multiple of chunk_size={chunk_size}")
+    key = qk / qk.norm(dim=-1, keepdim=True).clamp_min(1e-6)
+    chunks = N // chunk_size
+    outs, lses = [], []
+    for buckets in lsh_buckets(qk.detach(), num_buckets, num_hashes, seed):  # (..., N) per round
+        order = (buckets * N + torch.arange(N, device=qk.device)).argsort(-1)  # bucket, then position
+        q_c, k_c, v_c = (_rows(x, order).unflatten(-2, (chunks, chunk_size)) for x in (qk, key, value))
+        pos_c = order.unflatten(-1, (chunks, chunk_size))  # (..., chunks, c) original positions
+        bkt_c = buckets.gather(-1, order).unflatten(-1, (chunks, chunk_size))
+        kpos, kbkt = pos_c, bkt_c
+        if chunks > 1:  # each chunk also sees the chunk before it (the first, the last)
+            k_c, v_c = (torch.cat((x, x.roll(1, dims=-3)), -2) for x in (k_c, v_c))
+            kpos, kbkt = (torch.cat((x, x.roll(1, dims=-2)), -1) for x in (pos_c, bkt_c))
+        scores = (q_c * scale) @ k_c.transpose(-2, -1)  # (..., chunks, c, c or 2c)
+        scores = scores.masked_fill(bkt_c.unsqueeze(-1) != kbkt.unsqueeze(-2), NEG_INF)
+        scores = scores.masked_fill(pos_c.unsqueeze(-1) == kpos.unsqueeze(-2), -1e5)  # self: last resort
+        lse = scores.logsumexp(-1, keepdim=True)  # (..., chunks, c, 1)
+        out = torch.exp(scores - lse) @ v_c  # (..., chunks, c, Ev)
+        unsort = order.argsort(-1)
+        outs.append(_rows(out.flatten(-3, -2), unsort))  # back to the original order
+        lses.append(_rows(lse.flatten(-3, -2), unsort))
+    lse = torch.stack(lses)  # (hashes, ..., N, 1)
+    return (torch.softmax(lse, dim=0) * torch.stack(outs)).sum(0)

@@ -7,7 +7,8 @@ import torch
 
 from attention_core import scaled_dot_product_attention
 from attention_core.linear import (elu_feature_map, kernel_attention_weights, linear_attention,
-                                   performer_feature_map, random_features)
+                                   linformer_attention, performer_feature_map, random_features,
+                                   sequence_projection)
 
 
 def qkv(batch, L, S=None, E=8, Ev=5):
@@ -102,3 +103,59 @@ def test_performer_features_are_positive_and_check_their_dim():
 def test_bad_parameters_raise_clear_errors(call, message):
     with pytest.raises((ValueError, TypeError), match=message):
         call()
+
+
+# --- Linformer ------------------------------------------------------------------------------
+
+def test_linformer_with_identity_projections_is_dense_attention():
+    q, k, v = qkv((2, 3), 16)
+    out, weights = linformer_attention(q, k, v, torch.eye(16, dtype=torch.float64))
+    dense, dense_weights = scaled_dot_product_attention(q, k, v)
+    torch.testing.assert_close(out, dense)
+    torch.testing.assert_close(weights, dense_weights)
+
+
+def test_linformer_attends_over_projected_positions():
+    q, k, v = qkv((2,), 50)
+    E, F = sequence_projection(8, 50, seed=0, dtype=torch.float64), sequence_projection(8, 50, seed=1, dtype=torch.float64)
+    out, weights = linformer_attention(q, k, v, E, F)
+    expected, _ = scaled_dot_product_attention(q, E @ k, F @ v)
+    assert weights.shape == (2, 50, 8)
+    torch.testing.assert_close(out, expected)
+
+
+def test_projection_is_seeded_and_scaled():
+    P = sequence_projection(64, 4000, seed=0, dtype=torch.float64)
+    assert torch.equal(P, sequence_projection(64, 4000, seed=0, dtype=torch.float64))
+    assert P.var().item() == pytest.approx(1 / 64, rel=0.05)  # entries N(0, 1/k)
+
+
+def test_linformer_error_falls_as_k_grows():
+    q, k, v = qkv((), 256, E=16)
+    dense, _ = scaled_dot_product_attention(q, k, v)
+    errors = [torch.stack([(linformer_attention(q, k, v, sequence_projection(m, 256, seed=s, dtype=torch.float64))[0]
+                            - dense).norm() / dense.norm() for s in range(4)]).mean() for m in (8, 64, 1024)]
+    assert errors[0] > errors[1] > errors[2]
+
+
+@pytest.mark.parametrize("call,message", [
+    (lambda: linformer_attention(*qkv((), 6), torch.eye(5, dtype=torch.float64)),
+     r"E must be a \(k, N=6\) projection, got \(5, 5\)"),
+    (lambda: linformer_attention(*qkv((), 6), torch.ones(3, 6, dtype=torch.float64), torch.ones(2, 6, dtype=torch.float64)),
+     "the same k, got 3 and 2"),
+    (lambda: sequence_projection(0, 8), "k must be >= 1, got 0"),
+])
+def test_linformer_bad_parameters(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+def test_pooling_projection_averages_segments():
+    from attention_core.linear import pooling_projection
+
+    assert torch.equal(pooling_projection(5, 5), torch.eye(5))
+    P = pooling_projection(3, 10)
+    torch.testing.assert_close(P.sum(-1), torch.ones(3))
+    assert ((P > 0).sum(-1).tolist() == [3, 3, 4]) and torch.equal((P > 0).sum(0), torch.ones(10, dtype=torch.long))
+    with pytest.raises(ValueError, match="N must be >= 4, got 3"):
+        pooling_projection(4, 3)

@@ -8,8 +8,9 @@ import torch
 
 from attention_core import scaled_dot_product_attention, sliding_window_mask
 from attention_core.sparse import (bigbird_mask, density, dilated_window_mask, fixed_mask,
-                                   global_mask, layers_to_reach, random_mask, reach,
-                                   sliding_window_attention, strided_mask)
+                                   global_mask, layers_to_reach, lsh_attention, lsh_buckets,
+                                   lsh_candidates, random_mask, reach, sliding_window_attention,
+                                   strided_mask)
 
 L = 13
 
@@ -139,4 +140,57 @@ def test_banded_memory_grows_with_the_band_not_the_square(n, largest_tensor):
 ])
 def test_bad_parameters_raise_clear_errors(call, message):
     with pytest.raises((ValueError, TypeError), match=message):
+        call()
+
+
+# --- Reformer's LSH attention -------------------------------------------------------------
+
+def test_lsh_with_one_bucket_and_one_chunk_is_dense_shared_qk_attention():
+    qk, v = torch.randn(2, 3, 32, 8, dtype=torch.float64), torch.randn(2, 3, 32, 5, dtype=torch.float64)
+    keys = qk / qk.norm(dim=-1, keepdim=True)
+    dense, _ = scaled_dot_product_attention(qk, keys, v, attn_mask=~torch.eye(32, dtype=torch.bool))
+    torch.testing.assert_close(lsh_attention(qk, v, num_buckets=1, chunk_size=32), dense)
+
+
+def test_lsh_within_buckets_equals_dense_attention_restricted_to_buckets():
+    """With one chunk, each query attends exactly to its bucket-mates (self excluded)."""
+    qk, v = torch.randn(40, 6, dtype=torch.float64), torch.randn(40, 3, dtype=torch.float64)
+    buckets = lsh_buckets(qk, 4, seed=3)[0]
+    allowed = (buckets.unsqueeze(1) == buckets.unsqueeze(0)) & ~torch.eye(40, dtype=torch.bool)
+    allowed |= ~allowed.any(-1, keepdim=True) & torch.eye(40, dtype=torch.bool)  # alone: itself
+    keys = qk / qk.norm(dim=-1, keepdim=True)
+    dense, _ = scaled_dot_product_attention(qk, keys, v, attn_mask=allowed)
+    torch.testing.assert_close(lsh_attention(qk, v, num_buckets=4, chunk_size=40, seed=3), dense)
+
+
+def test_lsh_is_seeded_and_shapes_hold():
+    x = torch.randn(2, 64, 8)
+    assert lsh_buckets(x, 8, num_hashes=3).shape == (3, 2, 64)
+    assert torch.equal(lsh_buckets(x, 8, seed=1), lsh_buckets(x, 8, seed=1))
+    assert not torch.equal(lsh_buckets(x, 8, seed=1), lsh_buckets(x, 8, seed=2))
+    assert lsh_buckets(x, 8).max() < 8
+    v = torch.randn(2, 64, 5)
+    out = lsh_attention(x, v, 8, chunk_size=16, num_hashes=2, seed=4)
+    assert out.shape == (2, 64, 5)
+    torch.testing.assert_close(out, lsh_attention(x, v, 8, chunk_size=16, num_hashes=2, seed=4))
+
+
+def test_more_hashes_recover_more_of_the_true_top_keys():
+    qk = torch.randn(256, 16)
+    keys = qk / qk.norm(dim=-1, keepdim=True)
+    scores = (qk @ keys.T).fill_diagonal_(-1e9)
+    top = scores.topk(8, dim=-1).indices
+    recovered = [lsh_candidates(qk, 16, h, seed=0).gather(1, top).float().mean().item() for h in (1, 4, 16)]
+    assert recovered[0] < recovered[1] < recovered[2] and recovered[2] > 0.9
+
+
+@pytest.mark.parametrize("call,message", [
+    (lambda: lsh_buckets(torch.randn(4, 2), 3), "num_buckets must be 1 or even, got 3"),
+    (lambda: lsh_buckets(torch.randn(4, 2), 4, 0), "num_hashes must be >= 1, got 0"),
+    (lambda: lsh_attention(torch.randn(10, 4), torch.randn(10, 2), 2, chunk_size=4),
+     "N=10 must be a multiple of chunk_size=4"),
+    (lambda: lsh_candidates(torch.randn(2, 10, 4), 2), r"qk must be \(N, E\)"),
+])
+def test_lsh_bad_parameters(call, message):
+    with pytest.raises(ValueError, match=message):
         call()
