@@ -205,8 +205,7 @@ def pooling_projection(k: int, N: int, dtype=torch.float32) -> torch.Tensor:
     deterministic stand-in for Linformer's learned ``E`` and ``F``."""
     check_positive_int("k", k)
     check_positive_int("N", N, minimum=k)
-    bounds = [i * N // k for i in range(k + 1)]
-    P = torch.zeros(k, N, dtype=dtype)
-    for row, (start, stop) in enumerate(zip(bounds, bounds[1:])):
-        P[row, start:stop] = 1.0 / (stop - start)
-    return P
+    starts = torch.arange(1, k) * N // k  # first position of segments 1 .. k-1
+    segment = torch.searchsorted(starts, torch.arange(N), right=True)  # (N,) segment of each position
+    P = torch.nn.functional.one_hot(segment, k).T.to(dtype)  # (k, N)
+    return P / P.sum(-1, keepdim=True)

@@ -35,6 +35,7 @@ class AdditiveScore(nn.Module):
         self.v = nn.Linear(attn_dim, 1, bias=False)
 
     def forward(self, query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+        """``query (B, Dq)``, ``keys (B, S, Dk)`` -> scores ``(B, S)``."""
         hidden = torch.tanh(self.W_s(query).unsqueeze(1) + self.W_h(keys))  # (B, S, A)
         return self.v(hidden).squeeze(-1)  # (B, S)
 
@@ -48,6 +49,7 @@ class DotScore(nn.Module):
             raise ValueError(f"the dot score needs query_dim == key_dim, got {query_dim} and {key_dim}")
 
     def forward(self, query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+        """``query (B, Dq)``, ``keys (B, S, Dk)`` -> scores ``(B, S)``."""
         return (keys @ query.unsqueeze(-1)).squeeze(-1)  # (B, S)
 
 
@@ -59,6 +61,7 @@ class GeneralScore(nn.Module):
         self.W = nn.Linear(key_dim, query_dim, bias=False)  # W h, then the dot with s
 
     def forward(self, query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+        """``query (B, Dq)``, ``keys (B, S, Dk)`` -> scores ``(B, S)``."""
         return (self.W(keys) @ query.unsqueeze(-1)).squeeze(-1)  # (B, S)
 
 
@@ -72,6 +75,7 @@ class ConcatScore(nn.Module):
         self.v = nn.Linear(attn_dim, 1, bias=False)
 
     def forward(self, query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+        """``query (B, Dq)``, ``keys (B, S, Dk)`` -> scores ``(B, S)``."""
         pairs = torch.cat((query.unsqueeze(1).expand(-1, keys.size(1), -1), keys), -1)  # (B, S, Dq+Dk)
         return self.v(torch.tanh(self.W(pairs))).squeeze(-1)  # (B, S)
 

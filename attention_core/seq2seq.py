@@ -31,8 +31,10 @@ from .scoring import attend, make_score
 
 PAD, BOS, EOS = 0, 1, 2
 SPECIALS = ["<pad>", "<s>", "</s>"]
-SOURCE_WORDS = list("abcdefghijklmn")  # the source language: 14 lowercase letters
-TARGET_OF = dict(zip(SOURCE_WORDS, "GLBNEKAIMCFHDJ"))  # a fixed dictionary (a permutation)
+SOURCE_WORDS = list("abcdefghijklmn")
+"""The 14 words of the source language, the letters a to n."""
+TARGET_OF = dict(zip(SOURCE_WORDS, "GLBNEKAIMCFHDJ"))
+"""The fixed dictionary, source word -> target word (a permutation onto capitals)."""
 SOURCE_VOCAB = SPECIALS + SOURCE_WORDS
 TARGET_VOCAB = SPECIALS + sorted(TARGET_OF.values())
 ATTENTIONS = ("none", "bahdanau", "luong")
