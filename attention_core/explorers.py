@@ -622,12 +622,14 @@ def sparse_mask_explorer(lengths=(32, 64), sizes=(2, 4, 8), num_globals=(0, 2),
                               f"of {L}x{L}", fontsize=9)
             # information flows from key j to query i: search backwards from the last token
             layers = layers_from(mask.T.contiguous(), L - 1).numpy()
-            line.set_data(np.arange(L), layers)
+            line.set_data(np.arange(L), np.where(layers < 0, np.nan, layers))  # gaps: never
             ax_reach.set_xlim(-0.5, max_L - 0.5)
             ax_reach.set_ylim(0, layers.max() * 1.15 + 1)
             ax_reach.set_title(f"+ {num_global} global tokens, {num_random} random keys per query",
                                fontsize=9)
-            note.set_text(f"every position within {layers.max()} layer"
+            never = int((layers < 0).sum())
+            note.set_text(f"{never} positions never reached" if never else
+                          f"every position within {layers.max()} layer"
                           f"{'s' if layers.max() != 1 else ''}")
 
         update(**values)
