@@ -68,3 +68,16 @@ def peak_memory_bytes(fn, interval: float = 0.0005) -> int:
         done.set()
         sampler.join()
     return max(peak, _rss_bytes()) - baseline
+
+
+def fitted_exponent(sizes, values) -> float:
+    """The exponent ``b`` of a least-squares fit ``values ~ a * sizes^b`` (the slope of
+    the line on a log-log plot): about 1 for linear cost, 2 for quadratic."""
+    import math
+
+    if len(sizes) != len(values) or len(sizes) < 2:
+        raise ValueError(f"need at least two (size, value) pairs of equal length, got "
+                         f"{len(sizes)} sizes and {len(values)} values")
+    xs, ys = [math.log(float(x)) for x in sizes], [math.log(float(y)) for y in values]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)

@@ -4,10 +4,9 @@ banded kernel's ratios at N=16384 with a window of 256 (all from the same run)."
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 
-from _timing import machine, median_seconds, peak_memory_bytes, steady_allocator
+from _timing import fitted_exponent, machine, median_seconds, peak_memory_bytes, steady_allocator
 from attention_core import scaled_dot_product_attention
 from attention_core.linear import linear_attention, linformer_attention, pooling_projection
 from attention_core.sparse import lsh_attention, sliding_window_attention
@@ -18,11 +17,6 @@ AT = 16384  # where the targets are set
 # Below ~16384 the O(N) kernels' arrays fit in the caches; fitting across that boundary
 # mixes two memory regimes, so the slopes are fitted at lengths where every kernel
 # streams from main memory, as N -> infinity does.
-
-
-def slope(lengths, values) -> float:
-    """Exponent b of a least-squares fit values ~ a * N^b."""
-    return float(np.polyfit(np.log(lengths), np.log(values), 1)[0])
 
 
 def run(D=64, window=256) -> dict:
@@ -47,7 +41,7 @@ def run(D=64, window=256) -> dict:
     at = {name: lengths[name].index(AT) for name in methods}
     return {"lengths": lengths, "d": D, "window": window, "seconds": seconds,
             "peak_bytes": memory,
-            "time_slope": {name: slope(lengths[name], s) for name, s in seconds.items()},
+            "time_slope": {name: fitted_exponent(lengths[name], s) for name, s in seconds.items()},
             "banded_speedup_at_16384": seconds["dense"][at["dense"]] / seconds["banded"][at["banded"]],
             "banded_memory_saving_at_16384": memory["dense"][at["dense"]] / memory["banded"][at["banded"]],
             "targets": {"banded_speedup_at_16384": 10.0, "banded_memory_saving_at_16384": 20.0,

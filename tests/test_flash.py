@@ -81,3 +81,13 @@ def test_bad_blocks_raise():
         flash_attention(q, k, v, block_q=0)
     with pytest.raises(ValueError, match="scores must be one row"):
         online_softmax(torch.zeros(2, 2), 2)
+
+
+def test_fitted_exponent_recovers_a_power_law():
+    from attention_core.measure import fitted_exponent
+
+    sizes = [256, 512, 1024, 2048]
+    assert abs(fitted_exponent(sizes, [3e-6 * n**2 for n in sizes]) - 2) < 1e-9
+    assert abs(fitted_exponent(sizes, [5 * n**1.5 for n in sizes]) - 1.5) < 1e-9
+    with pytest.raises(ValueError, match="at least two"):
+        fitted_exponent([1], [1])
