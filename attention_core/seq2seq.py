@@ -223,3 +223,20 @@ def exact_match(model: Seq2Seq, sentences) -> float:
     batch = encode_batch(sentences)
     tokens, _ = model.greedy_decode(batch.src, batch.src_lengths)
     return sum(_words(row) == translate(s) for row, s in zip(tokens.tolist(), sentences)) / len(sentences)
+
+
+@torch.no_grad()
+def alignment_accuracy(model: Seq2Seq, sentences) -> float:
+    """Fraction of output words whose largest attention weight lies on the source word
+    they translate. The task reverses the sentence, so output ``t`` of an ``S``-word
+    sentence translates source word ``S - 1 - t``; weights come from the teacher-forced
+    pass, so every sentence is scored on its reference outputs."""
+    if model.attention == "none":
+        raise ValueError("alignment_accuracy needs an attention model, got attention='none'")
+    batch = encode_batch(sentences)
+    _, weights = model(batch.src, batch.src_lengths, batch.tgt_in)  # (B, T, S)
+    hits = total = 0
+    for b, n in enumerate(batch.src_lengths.tolist()):
+        hits += (weights[b, :n].argmax(-1) == torch.arange(n - 1, -1, -1)).sum().item()
+        total += n
+    return hits / total

@@ -177,3 +177,27 @@ def test_alignment_explorer_takes_typed_sentences_and_rejects_bad_ones():
     assert view.image.value != before
     with pytest.raises(ValueError, match="unknown"):
         alignment_explorer(models, ["a b", "x y"])
+
+
+def test_alignment_accuracy_scores_the_reversed_diagonal():
+    from attention_core.seq2seq import alignment_accuracy
+
+    class Fixed(Seq2Seq):
+        """Returns chosen weights: the right source word, or its left neighbour."""
+        def __init__(self, shift):
+            super().__init__("luong", "dot", hidden_dim=8, embed_dim=4)
+            self.shift = shift
+
+        def forward(self, src, src_lengths, tgt_in):
+            B, S = src.shape
+            w = torch.zeros(B, tgt_in.size(1), S)
+            for b, n in enumerate(src_lengths.tolist()):
+                for t in range(n):
+                    w[b, t, max(n - 1 - t - self.shift, 0)] = 1.0
+            return None, w
+
+    sentences = ["a b c d", "e f"]
+    assert alignment_accuracy(Fixed(0), sentences) == 1.0
+    assert alignment_accuracy(Fixed(1), sentences) == pytest.approx(2 / 6)  # only where clipped to 0
+    with pytest.raises(ValueError, match="attention='none'"):
+        alignment_accuracy(Seq2Seq("none"), sentences)
