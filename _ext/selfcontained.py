@@ -9,7 +9,13 @@ the page down for nothing.
 
 It also loads MathJax on every page, not only on pages with equations of their own:
 the navigation shows chapter titles, and a title can hold math.
+
+Building the site is what asks the explorers for their static frames: ``setup`` sets
+``ATTENTION_CORE_STATIC_FRAMES=1``, which the kernels that execute the chapters inherit.
+A reader's kernel never has it, so a live explorer renders only the frame it shows.
 """
+
+import os
 
 DROP_FILES = ("sphinx-thebe.js",)
 DROP_BODIES = ("THEBE_JS_URL",)
@@ -30,6 +36,7 @@ def strip_scripts(app, pagename, templatename, context, doctree):
 
 
 def setup(app):
+    os.environ["ATTENTION_CORE_STATIC_FRAMES"] = "1"  # attention_core.explorers.STATIC_FRAMES_ENV
     app.set_html_assets_policy("always")
     app.connect("html-page-context", strip_scripts, priority=900)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

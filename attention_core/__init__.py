@@ -4,7 +4,8 @@ Every chapter imports from here; ``attention_core.viz`` draws and
 ``attention_core.explorers`` wires controls to both.
 """
 
-from .functional import scaled_dot_product_attention, softmax
+from .functional import eager_attention, scaled_dot_product_attention, softmax
+from .kernels import ATTENTION_FUNCTIONS
 from .kv_cache import KVCache, kv_cache_bytes
 from .masks import causal_mask, padding_mask, sliding_window_mask
 from .metrics import attention_entropy
@@ -16,6 +17,7 @@ from .positional import (alibi_bias, alibi_slopes, apply_rotary, sinusoidal_enco
 __version__ = "0.1.0"
 
 __all__ = [
+    "ATTENTION_FUNCTIONS",
     "KVCache",
     "MultiHeadAttention",
     "alibi_bias",
@@ -23,6 +25,7 @@ __all__ = [
     "apply_rotary",
     "attention_entropy",
     "causal_mask",
+    "eager_attention",
     "grouped_query_attention",
     "kv_cache_bytes",
     "merge_heads",

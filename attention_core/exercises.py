@@ -234,16 +234,16 @@ def check_masked_softmax(student: Callable) -> Feedback:
 # --- heads -----------------------------------------------------------------------------
 
 def check_split_heads(student: Callable) -> Feedback:
-    """``student(x, num_heads)`` must turn ``(B, T, H*D)`` into ``(B, H, T, D)``, head h
-    owning features ``h*D .. (h+1)*D``."""
+    """``student(x, num_heads)`` must turn ``(B, T, D)``, ``D = H*E``, into ``(B, H, T, E)``,
+    head h owning features ``h*E .. (h+1)*E``."""
     cases = [Case("B=1, T=3, 2 heads of 2", (_rand(1, 3, 4, seed=5), 2)),
              Case("B=2, T=5, 4 heads of 3", (_rand(2, 5, 12, seed=6), 4))]
     mistakes = {
-        "reshaped straight to (B, H, T, D): view as (B, T, H, D) first, then transpose(1, 2)":
+        "reshaped straight to (B, H, T, E): view as (B, T, H, E) first, then transpose(1, 2)":
             lambda x, h: x.reshape(x.size(0), h, x.size(1), x.size(2) // h),
-        "forgot the transpose: the result is (B, T, H, D)":
+        "forgot the transpose: the result is (B, T, H, E)":
             lambda x, h: x.view(x.size(0), x.size(1), h, x.size(2) // h),
-        "heads interleaved: head h must own the contiguous features h*D .. (h+1)*D - 1":
+        "heads interleaved: head h must own the contiguous features h*E .. (h+1)*E - 1":
             lambda x, h: x.view(x.size(0), x.size(1), x.size(2) // h, h).permute(0, 3, 1, 2),
     }
     return _check(student, multihead.split_heads, cases, mistakes, "split_heads")
@@ -251,7 +251,7 @@ def check_split_heads(student: Callable) -> Feedback:
 
 def check_repeat_kv(student: Callable) -> Feedback:
     """``student(kv, num_groups)`` must repeat each kv head ``num_groups`` times:
-    ``(B, Hkv, S, D)`` -> ``(B, Hkv*num_groups, S, D)``, query head h reading kv head
+    ``(B, Hkv, S, E)`` -> ``(B, Hkv*num_groups, S, E)``, query head h reading kv head
     ``h // num_groups``."""
     cases = [Case("2 kv heads, groups of 3", (_rand(1, 2, 4, 3, seed=7), 3)),
              Case("one kv head (MQA), 4 query heads", (_rand(2, 1, 5, 2, seed=8), 4))]
@@ -359,24 +359,24 @@ def check_causal_linear_attention(student: Callable) -> Feedback:
         return a @ v / a.sum(-1, keepdim=True).clamp_min(1e-6)
 
     mistakes = {"not causal: the sums run over every key, not just j <= i":
-                    lambda q, k, v: linear_attention(q, k, v),
+                    lambda q, k, v: linear_attention(q, k, v)[0],
                 "no normaliser: divide by phi(q_i) . z_i, the sum of the row's weights": unnormalised,
                 "the prefix sums stop before token i (j < i); token i must see itself": exclusive,
                 "phi(x) = elu(x) without the + 1: features can be negative":
                     weights_then(lambda q, k: kernel_attention_weights(q, k, torch.nn.functional.elu,
-                                                                       causal=True)),
+                                                                       is_causal=True)),
                 "phi(x) = relu(x) instead of elu(x) + 1":
-                    weights_then(lambda q, k: kernel_attention_weights(q, k, "relu", causal=True))}
-    return _check(student, lambda q, k, v: linear_attention(q, k, v, causal=True), cases, mistakes,
+                    weights_then(lambda q, k: kernel_attention_weights(q, k, "relu", is_causal=True))}
+    return _check(student, lambda q, k, v: linear_attention(q, k, v, is_causal=True)[0], cases, mistakes,
                   "causal_linear_attention")
 
 
 # --- encoder-decoder attention ------------------------------------------------------
 
 def check_general_attention(student: Callable) -> Feedback:
-    """``student(s, h, W, mask)`` for a decoder state ``s (B, H)``, encoder states
-    ``h (B, S, H)``, a matrix ``W (H, H)`` and a mask ``(B, S)`` (True = real source
-    word) must return Luong's "general" context vector ``(B, H)``: scores
+    """``student(s, h, W, mask)`` for a decoder state ``s (B, Dh)``, encoder states
+    ``h (B, S, Dh)``, a matrix ``W (Dh, Dh)`` and a mask ``(B, S)`` (True = real source
+    word) must return Luong's "general" context vector ``(B, Dh)``: scores
     ``s^T W h_i``, softmax over the source positions that are not padding, then the
     weighted sum of the ``h_i``."""
     def reference(s, h, W, mask):

@@ -6,8 +6,8 @@ maximum ``m`` and the running sum ``l = sum exp(s - m)`` of the scores seen so f
 When a new block of scores arrives with a larger maximum ``m'``, everything summed
 so far is rescaled by ``exp(m - m')``; at the end, ``output = acc / l``.
 
-Shape legend: ``...`` batch dims, L queries, S keys, E query/key dim, Ev value dim,
-Bq query block, Bk key block.
+Shape legend: ``...`` batch dims (e.g. B, H), L query length, S key length, E query/key
+dim per head (d_k), Ev value dim per head (d_v), Bq query block (tile) size, Bk key block size.
 """
 
 from __future__ import annotations
@@ -16,8 +16,7 @@ import math
 
 import torch
 
-from ._checks import check_positive_int
-from .functional import _check_mask, _check_qkv
+from ._checks import check_attn_mask, check_positive_int, check_qkv, check_scale
 from .masks import causal_mask
 
 NEG_INF = float("-inf")
@@ -44,31 +43,50 @@ def online_softmax(scores: torch.Tensor, block_size: int):
 
 def flash_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                     attn_mask: torch.Tensor | None = None, is_causal: bool = False,
-                    scale: float | None = None, block_q: int = 512, block_k: int = 512):
+                    scale: float | None = None, block_q: int = 512,
+                    block_k: int = 512) -> tuple[torch.Tensor, None]:
     """Tiled exact attention: equal to :func:`~attention_core.functional.scaled_dot_product_attention`'s output,
     while holding at most a ``(..., block_q, block_k)`` tile of scores at a time.
 
     Same arguments and masking rules as ``scaled_dot_product_attention`` (bool mask,
     True = may attend, or float mask; ``is_causal`` aligned to the end; a query with
-    no allowed key gets a zero output). It returns ``(output (..., L, Ev),
-    logsumexp (..., L))`` instead of the weights: never forming them is the point.
-    ``logsumexp`` is ``m + log l`` per row (``-inf`` for a fully masked row), the one
-    number per row FlashAttention keeps for its backward pass.
+    no allowed key gets a zero output), plus the tile sizes ``block_q`` (Bq) and
+    ``block_k`` (Bk).
+
+    Returns:
+        ``(output (..., L, Ev), None)``: the kernel contract of
+        :data:`~attention_core.ATTENTION_FUNCTIONS`, with no weights, since never
+        forming them is the point. :func:`flash_attention_lse` also gives the logsumexp.
     """
-    _check_qkv(query, key, value)
+    output, _ = flash_attention_lse(query, key, value, attn_mask, is_causal, scale, block_q, block_k)
+    return output, None
+
+
+def flash_attention_lse(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                        attn_mask: torch.Tensor | None = None, is_causal: bool = False,
+                        scale: float | None = None, block_q: int = 512,
+                        block_k: int = 512) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`flash_attention` that returns ``(output (..., L, Ev), logsumexp (..., L))``.
+
+    ``logsumexp`` is ``m + log l`` per row (``-inf`` for a fully masked row), the one
+    number per row FlashAttention keeps for its backward pass: the weights can be
+    recomputed tile by tile as ``exp(scores - logsumexp)``.
+    """
+    check_qkv(query, key, value)
     check_positive_int("block_q", block_q)
     check_positive_int("block_k", block_k)
+    check_scale(scale)
     L, S = query.size(-2), key.size(-2)
     batch = torch.broadcast_shapes(query.shape[:-2], key.shape[:-2])
     if attn_mask is not None:
-        _check_mask(attn_mask, batch + (L, S))
+        check_attn_mask(attn_mask, batch + (L, S), query.device)
         attn_mask = attn_mask.expand(batch + (L, S))
     scale = 1.0 / math.sqrt(query.size(-1)) if scale is None else scale
-    out = query.new_empty(batch + (L, value.size(-1)))
-    lse = query.new_empty(batch + (L,))
+    out = query.new_empty(batch + (L, value.size(-1)))  # (..., L, Ev)
+    lse = query.new_empty(batch + (L,))  # (..., L)
     for q0 in range(0, L, block_q):
         q1 = min(q0 + block_q, L)
-        mask = None if attn_mask is None else attn_mask[..., q0:q1, :]
+        mask = None if attn_mask is None else attn_mask[..., q0:q1, :]  # (..., Bq, S)
         out[..., q0:q1, :], lse[..., q0:q1] = _query_block(
             query[..., q0:q1, :] * scale, key, value, mask, is_causal, q0, L, block_k)
     return out, lse

@@ -2,6 +2,10 @@
 
     Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k) + M) V
 
+As in HuggingFace's ``eager_attention_forward``, the maths lives in one short function,
+:func:`eager_attention`; :func:`scaled_dot_product_attention` is the public wrapper that
+checks the arguments (and computes float16/bfloat16 in float32) before calling it.
+
 Shape legend: ``...`` batch dims (e.g. B, H), L query length, S key length,
 E query/key dim (d_k), Ev value dim (d_v).
 """
@@ -13,7 +17,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from ._checks import broadcast_or_raise, check_tensor
+from ._checks import check_attn_mask, check_dropout_p, check_qkv, check_scale, scores_shape
 from .masks import causal_mask
 
 LOW_PRECISION = (torch.float16, torch.bfloat16)
@@ -41,53 +45,6 @@ def softmax(scores: torch.Tensor, dim: int = -1, inplace: bool = False) -> torch
     return exp / exp.sum(dim, keepdim=True)
 
 
-def _check_qkv(query, key, value) -> None:
-    for name, x in (("query", query), ("key", key), ("value", value)):
-        check_tensor(name, x, min_dim=2)
-    if not (query.dtype == key.dtype == value.dtype):
-        raise TypeError(
-            f"query, key and value must share a dtype, got {query.dtype}, {key.dtype}, {value.dtype}"
-        )
-    if query.size(-1) != key.size(-1):
-        raise ValueError(
-            f"query and key must have the same last dim E, got query {tuple(query.shape)} "
-            f"and key {tuple(key.shape)}"
-        )
-    if key.shape[:-1] != value.shape[:-1]:
-        raise ValueError(
-            f"key and value must agree on all dims but the last, got key {tuple(key.shape)} "
-            f"and value {tuple(value.shape)}"
-        )
-    if query.size(-2) == 0 or key.size(-2) == 0 or query.size(-1) == 0:
-        raise ValueError(
-            f"empty sequence: query {tuple(query.shape)}, key {tuple(key.shape)}"
-        )
-    try:
-        torch.broadcast_shapes(query.shape[:-2], key.shape[:-2])
-    except RuntimeError:
-        raise ValueError(
-            f"batch dims of query {tuple(query.shape)} and key {tuple(key.shape)} do not broadcast"
-        ) from None
-
-
-def _check_mask(attn_mask, scores_shape) -> None:
-    if not isinstance(attn_mask, torch.Tensor):
-        raise TypeError(f"attn_mask must be a torch.Tensor or None, got {type(attn_mask).__name__}")
-    if attn_mask.dtype != torch.bool and not attn_mask.dtype.is_floating_point:
-        raise TypeError(
-            f"attn_mask must be bool (True = may attend) or float (added to the scores), "
-            f"got dtype {attn_mask.dtype}"
-        )
-    broadcast_or_raise("attn_mask", attn_mask.shape, scores_shape, "the scores (..., L, S)")
-
-
-def _check_options(scale, dropout_p) -> None:
-    if scale is not None and not (isinstance(scale, (int, float)) and math.isfinite(scale) and scale > 0):
-        raise ValueError(f"scale must be a positive finite number or None, got {scale!r}")
-    if not (isinstance(dropout_p, (int, float)) and 0.0 <= dropout_p < 1.0):
-        raise ValueError(f"dropout_p must lie in [0, 1), got {dropout_p!r}")
-
-
 def apply_mask_(scores: torch.Tensor, attn_mask=None, is_causal: bool = False) -> torch.Tensor:
     """Apply a boolean (True = may attend) or additive float mask to ``scores`` in place."""
     L, S = scores.shape[-2:]
@@ -100,6 +57,35 @@ def apply_mask_(scores: torch.Tensor, attn_mask=None, is_causal: bool = False) -
     return scores.add_(attn_mask.to(scores.dtype))
 
 
+def eager_attention(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attn_mask: torch.Tensor | None = None,
+    is_causal: bool = False,
+    scale: float | None = None,
+    dropout_p: float = 0.0,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The maths of scaled dot-product attention, with no argument checks: what
+    :func:`scaled_dot_product_attention` computes once it has checked its arguments.
+
+    ``query (..., L, E)``, ``key (..., S, E)``, ``value (..., S, Ev)`` ->
+    ``(output (..., L, Ev), weights (..., L, S))``.
+    """
+    scale = 1.0 / math.sqrt(query.size(-1)) if scale is None else scale
+    scores = (query * scale) @ key.transpose(-2, -1)  # (..., L, S); scaling q is cheaper
+    masked = is_causal or attn_mask is not None
+    if masked:
+        apply_mask_(scores, attn_mask, is_causal)
+        dead = scores.amax(-1, keepdim=True) == float("-inf")  # (..., L, 1): no key left
+    weights = softmax(scores, inplace=True)  # (..., L, S); no second L x S buffer
+    if masked:
+        weights.masked_fill_(dead, 0.0)  # a query with no key: zero weights, not NaN
+    if dropout_p > 0.0:
+        weights = F.dropout(weights, dropout_p)
+    return weights @ value, weights  # (..., L, Ev), (..., L, S)
+
+
 def scaled_dot_product_attention(
     query: torch.Tensor,
     key: torch.Tensor,
@@ -109,12 +95,14 @@ def scaled_dot_product_attention(
     scale: float | None = None,
     dropout_p: float = 0.0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Scaled dot-product attention that also returns the weights.
+    """Scaled dot-product attention that also returns the weights: checks its
+    arguments, then calls :func:`eager_attention`.
 
     Args:
         query: ``(..., L, E)``; key: ``(..., S, E)``; value: ``(..., S, Ev)``.
         attn_mask: bool, True = may attend, or float added to the scores;
-            broadcasts to ``(..., L, S)``.
+            broadcasts to ``(..., L, S)`` and lies on the inputs' device (else a
+            ``ValueError`` naming both devices).
         is_causal: apply :func:`~attention_core.masks.causal_mask` ``(L, S)`` (queries aligned to the end
             of the keys when ``L < S``); combines with ``attn_mask`` by AND.
         scale: multiplies the scores; default ``1 / sqrt(E)``.
@@ -123,30 +111,18 @@ def scaled_dot_product_attention(
     Returns:
         ``(output (..., L, Ev), weights (..., L, S))``. A query whose keys are all
         masked gets zero weights and a zero output, never NaN. Otherwise equal to
-        ``torch.nn.functional.scaled_dot_product_attention``.
+        ``torch.nn.functional.scaled_dot_product_attention``. float16 and bfloat16
+        inputs are computed in float32 and handed back in their own dtype.
     """
-    _check_qkv(query, key, value)
-    scores_shape = torch.broadcast_shapes(query.shape[:-2], key.shape[:-2]) + (
-        query.size(-2), key.size(-2))
+    check_qkv(query, key, value)
     if attn_mask is not None:
-        _check_mask(attn_mask, scores_shape)
-    _check_options(scale, dropout_p)
-    if query.dtype in LOW_PRECISION:  # accumulate in float32, hand back the input dtype
-        out, weights = scaled_dot_product_attention(
-            query.float(), key.float(), value.float(),
-            attn_mask if attn_mask is None or attn_mask.dtype == torch.bool else attn_mask.float(),
-            is_causal, scale, dropout_p)
-        return out.to(query.dtype), weights.to(query.dtype)
-
-    scale = 1.0 / math.sqrt(query.size(-1)) if scale is None else scale
-    scores = (query * scale) @ key.transpose(-2, -1)  # (..., L, S); scaling q is cheaper
-    masked = is_causal or attn_mask is not None
-    if masked:
-        apply_mask_(scores, attn_mask, is_causal)
-        dead = scores.amax(-1, keepdim=True) == float("-inf")  # (..., L, 1): no key left
-    weights = softmax(scores, inplace=True)  # no second L x S buffer at inference
-    if masked:
-        weights.masked_fill_(dead, 0.0)
-    if dropout_p > 0.0:
-        weights = F.dropout(weights, dropout_p)
-    return weights @ value, weights  # (..., L, Ev), (..., L, S)
+        check_attn_mask(attn_mask, scores_shape(query, key), query.device)
+    check_scale(scale)
+    check_dropout_p(dropout_p)
+    if query.dtype not in LOW_PRECISION:
+        return eager_attention(query, key, value, attn_mask, is_causal, scale, dropout_p)
+    if attn_mask is not None and attn_mask.dtype != torch.bool:
+        attn_mask = attn_mask.float()
+    out, weights = eager_attention(query.float(), key.float(), value.float(), attn_mask,
+                                   is_causal, scale, dropout_p)  # accumulate in float32
+    return out.to(query.dtype), weights.to(query.dtype)

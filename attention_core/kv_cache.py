@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import torch
 
-from ._checks import check_positive_int
+from ._checks import check_device, check_positive_int
 
 
 class KVCache:
     """Pre-allocated keys and values ``(B, Hkv, max_len, D)`` for one attention layer.
 
     ``append`` writes the new entries in place (no copy of the past) and returns views
-    of everything cached so far.
+    of everything cached so far. ``dtype`` and ``device`` place the buffers (default:
+    float32 on the CPU); what is appended must be on the same device.
     """
 
     def __init__(self, batch_size: int, num_kv_heads: int, head_dim: int, max_len: int,
@@ -38,6 +39,8 @@ class KVCache:
         if (B, Hkv, D) != expected or v.shape != k.shape:
             raise ValueError(f"k {tuple(k.shape)} and v {tuple(v.shape)} must be "
                              f"(B, Hkv, T, D) with (B, Hkv, D) = {tuple(expected)}")
+        for name, x in (("k", k), ("v", v)):
+            check_device(name, x, self.keys.device, "the cache (KVCache(..., device=...))")
         if self.length + T > self.keys.size(2):
             raise ValueError(f"cache full: {self.length} + {T} new positions exceed "
                              f"max_len={self.keys.size(2)}")

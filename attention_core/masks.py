@@ -1,6 +1,10 @@
 """Boolean attention masks. One convention everywhere: **True = may attend**
 (PyTorch's ``F.scaled_dot_product_attention``). Combine masks with ``&``.
 
+Every builder takes ``device=`` (default: the CPU, or for :func:`padding_mask` the
+device of ``lengths``): build the mask where the scores live, since a kernel refuses a
+mask on another device than its inputs.
+
 Shape legend: B batch, L query length, S key length.
 """
 
@@ -17,6 +21,7 @@ def causal_mask(L: int, S: int | None = None, device=None) -> torch.Tensor:
     With ``S == L`` (the default) that is ``j <= i``: no token sees the future. With
     ``S > L`` the queries are the *last* ``L`` positions of the ``S`` keys, as when
     decoding with a KV cache (PyTorch calls this alignment ``causal_lower_right``).
+    ``device``: where to build it (default: the CPU).
     """
     check_positive_int("L", L)
     S = L if S is None else S
@@ -26,11 +31,12 @@ def causal_mask(L: int, S: int | None = None, device=None) -> torch.Tensor:
     return j <= i + (S - L)  # (L, S)
 
 
-def padding_mask(lengths, S: int) -> torch.Tensor:
+def padding_mask(lengths, S: int, device=None) -> torch.Tensor:
     """Padding mask ``(B, 1, S)``: True where key ``j < lengths[b]`` (a real token).
 
     The middle axis broadcasts over queries; add a head axis with ``unsqueeze(1)``
-    to use it with multi-head attention, ``(B, 1, 1, S)``.
+    to use it with multi-head attention, ``(B, 1, 1, S)``. ``device`` defaults to the
+    device of ``lengths`` (the CPU for a list).
     """
     check_positive_int("S", S)
     lengths = torch.as_tensor(lengths)
@@ -39,8 +45,11 @@ def padding_mask(lengths, S: int) -> torch.Tensor:
             f"lengths must be a 1-D integer sequence, got shape {tuple(lengths.shape)} "
             f"and dtype {lengths.dtype}"
         )
-    if len(lengths) and (lengths.min() < 0 or lengths.max() > S):
+    # A meta tensor has no values to check (it only carries shapes and dtypes).
+    if len(lengths) and lengths.device.type != "meta" and (lengths.min() < 0 or lengths.max() > S):
         raise ValueError(f"lengths must lie in [0, S={S}], got {lengths.tolist()}")
+    if device is not None:
+        lengths = lengths.to(device)
     j = torch.arange(S, device=lengths.device)  # (S,)
     return (j < lengths.unsqueeze(1)).unsqueeze(1)  # (B, 1, S)
 
@@ -49,7 +58,8 @@ def sliding_window_mask(L: int, window: int, causal: bool = False, device=None) 
     """Local (banded) mask ``(L, L)``: True where ``|i - j| < window``.
 
     With ``causal=True`` only the past part of the band: ``0 <= i - j < window``.
-    ``window=1`` is the diagonal: each token sees only itself.
+    ``window=1`` is the diagonal: each token sees only itself. ``device``: where to
+    build it (default: the CPU).
     """
     check_positive_int("L", L)
     check_positive_int("window", window)

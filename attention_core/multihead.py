@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ._checks import check_positive_int, check_tensor
+from ._checks import check_device, check_positive_int, check_tensor
 from .functional import scaled_dot_product_attention
 from .kv_cache import KVCache
 from .masks import causal_mask
@@ -50,11 +50,13 @@ class MultiHeadAttention(nn.Module):
     in between is GQA, where query head ``h`` uses kv head
     ``h // (num_heads // num_kv_heads)``. With ``rope=True``, rotary embeddings
     (:func:`~attention_core.positional.apply_rotary`) are applied to queries and keys after projection.
+    ``device`` and ``dtype`` place the parameters, as in ``torch.nn.MultiheadAttention``
+    (default: float32 on the CPU); inputs and masks must be on the parameters' device.
     """
 
     def __init__(self, embed_dim: int, num_heads: int, num_kv_heads: int | None = None,
                  bias: bool = True, dropout: float = 0.0, rope: bool = False,
-                 rope_base: float = 10000.0):
+                 rope_base: float = 10000.0, device=None, dtype=None):
         super().__init__()
         check_positive_int("embed_dim", embed_dim)
         check_positive_int("num_heads", num_heads)
@@ -72,14 +74,16 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(f"rope=True needs an even head_dim, got {self.head_dim}")
         self.dropout, self.rope, self.rope_base = dropout, rope, rope_base
         kv_dim = num_kv_heads * self.head_dim
-        self.q_proj = nn.Linear(embed_dim, embed_dim, bias=bias)  # W_q
-        self.k_proj = nn.Linear(embed_dim, kv_dim, bias=bias)  # W_k
-        self.v_proj = nn.Linear(embed_dim, kv_dim, bias=bias)  # W_v
-        self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias)  # W_o
+        where = {"device": device, "dtype": dtype}  # PyTorch's factory_kwargs
+        self.q_proj = nn.Linear(embed_dim, embed_dim, bias=bias, **where)  # W_q
+        self.k_proj = nn.Linear(embed_dim, kv_dim, bias=bias, **where)  # W_k
+        self.v_proj = nn.Linear(embed_dim, kv_dim, bias=bias, **where)  # W_v
+        self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias, **where)  # W_o
 
     @classmethod
     def from_torch(cls, module: nn.MultiheadAttention) -> "MultiHeadAttention":
-        """A copy of ``torch.nn.MultiheadAttention`` (same weights, so same outputs).
+        """A copy of ``torch.nn.MultiheadAttention`` (same weights, so same outputs), on
+        the same device and in the same dtype as ``module``.
 
         PyTorch stores W_q, W_k, W_v stacked in one ``in_proj_weight (3E, E)``.
         """
@@ -87,8 +91,9 @@ class MultiHeadAttention(nn.Module):
             raise TypeError(f"module must be an nn.MultiheadAttention with kdim = vdim = "
                             f"embed_dim, got {module!r}")
         E, has_bias = module.embed_dim, module.in_proj_bias is not None
-        ours = cls(E, module.num_heads, bias=has_bias, dropout=module.dropout)
-        ours = ours.to(module.in_proj_weight.dtype)
+        weight = module.in_proj_weight
+        ours = cls(E, module.num_heads, bias=has_bias, dropout=module.dropout,
+                   device=weight.device, dtype=weight.dtype)
         with torch.no_grad():
             for i, proj in enumerate((ours.q_proj, ours.k_proj, ours.v_proj)):
                 proj.weight.copy_(module.in_proj_weight[i * E:(i + 1) * E])
@@ -109,7 +114,8 @@ class MultiHeadAttention(nn.Module):
                 ) -> tuple[torch.Tensor, torch.Tensor]:
         """``query (B, L, E)``, ``key``/``value (B, S, E)`` (default: ``query``).
 
-        ``attn_mask`` broadcasts to ``(B, H, L, S)``. With ``kv_cache`` (incremental
+        ``attn_mask`` broadcasts to ``(B, H, L, S)``; it and the inputs must lie on the
+        parameters' device (else a ``ValueError`` naming both). With ``kv_cache`` (incremental
         decoding), the new keys and values are appended to the cache and the queries
         attend to everything cached so far. Returns ``(output (B, L, E), weights
         (B, H, L, S))``.
@@ -121,6 +127,11 @@ class MultiHeadAttention(nn.Module):
         if key.shape[:2] != value.shape[:2] or key.size(0) != query.size(0):
             raise ValueError(f"query {tuple(query.shape)}, key {tuple(key.shape)} and value "
                              f"{tuple(value.shape)} must share B, and key/value must share S")
+        device = self.q_proj.weight.device
+        for name, x in (("query", query), ("key", key), ("value", value)):
+            check_device(name, x, device, "the module's parameters")
+        if isinstance(attn_mask, torch.Tensor):
+            check_device("attn_mask", attn_mask, device, "the inputs")
         q = split_heads(self.q_proj(query), self.num_heads)  # (B, H, L, D)
         k = split_heads(self.k_proj(key), self.num_kv_heads)  # (B, Hkv, S_new, D)
         v = split_heads(self.v_proj(value), self.num_kv_heads)  # (B, Hkv, S_new, D)
@@ -142,15 +153,16 @@ def mean_pool_kv_heads(mha: MultiHeadAttention, num_kv_heads: int) -> MultiHeadA
     the key and value projections of the heads in each group (Ainslie et al., 2023).
 
     Query and output projections are copied unchanged. The result usually needs a
-    short "uptraining" to recover the original quality.
+    short "uptraining" to recover the original quality. The result is on ``mha``'s
+    device and in its dtype.
     """
     H, D = mha.num_heads, mha.head_dim
     if mha.num_kv_heads != H:
         raise ValueError(f"mha must be plain MHA (num_kv_heads == num_heads), got "
                          f"num_kv_heads={mha.num_kv_heads}, num_heads={H}")
     gqa = MultiHeadAttention(mha.embed_dim, H, num_kv_heads, bias=mha.q_proj.bias is not None,
-                             dropout=mha.dropout, rope=mha.rope, rope_base=mha.rope_base)
-    gqa = gqa.to(mha.q_proj.weight.dtype)
+                             dropout=mha.dropout, rope=mha.rope, rope_base=mha.rope_base,
+                             device=mha.q_proj.weight.device, dtype=mha.q_proj.weight.dtype)
     G = H // num_kv_heads
     with torch.no_grad():
         gqa.q_proj.load_state_dict(mha.q_proj.state_dict())

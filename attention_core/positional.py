@@ -1,13 +1,18 @@
 """Position information for attention, which by itself ignores order.
 
-Shape legend: T positions, D model or head dim (even).
+Every function that makes a tensor takes ``device=`` and ``dtype=`` (default: float32 on
+the CPU); tables are computed in float64 on the CPU, so every device gets the same
+values, then moved. :func:`apply_rotary` follows its input ``x``.
+
+Shape legend: T positions, D model or head dim (even), H heads, L query length,
+S key length.
 """
 
 from __future__ import annotations
 
 import torch
 
-from ._checks import check_positive_int, check_tensor
+from ._checks import check_float_dtype, check_positive_int, check_tensor
 
 
 def _check_even(name: str, value: int) -> None:
@@ -23,31 +28,37 @@ def _frequencies(dim: int, base: float) -> torch.Tensor:
     return base ** (-torch.arange(0, dim, 2, dtype=torch.float64) / dim)
 
 
-def sinusoidal_encoding(num_positions: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
+def sinusoidal_encoding(num_positions: int, d_model: int, base: float = 10000.0, device=None,
+                        dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """Sinusoidal position encoding of Vaswani et al. (2017): ``(num_positions, d_model)``.
 
     ``PE[p, 2i] = sin(p / base**(2i/d_model))`` and ``PE[p, 2i+1] = cos(...)``; the
-    wavelengths grow geometrically from 2*pi to base*2*pi.
+    wavelengths grow geometrically from 2*pi to base*2*pi. Returned as ``dtype`` on
+    ``device`` (default: float32 on the CPU).
     """
     check_positive_int("num_positions", num_positions)
     _check_even("d_model", d_model)
+    check_float_dtype("dtype", dtype)
     angles = torch.arange(num_positions, dtype=torch.float64).unsqueeze(1) * _frequencies(
         d_model, base)  # (T, D/2)
     pe = torch.stack((angles.sin(), angles.cos()), dim=-1)  # (T, D/2, 2)
-    return pe.flatten(-2).float()  # (T, D): sin, cos interleaved
+    return pe.flatten(-2).to(device=device, dtype=dtype)  # (T, D): sin, cos interleaved
 
 
-def sinusoidal_shift_matrix(k: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
+def sinusoidal_shift_matrix(k: int, d_model: int, base: float = 10000.0, device=None,
+                            dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """The fixed matrix ``M_k (d_model, d_model)`` with ``PE[p + k] = M_k @ PE[p]`` for
     every position ``p``: block-diagonal, one 2x2 rotation by ``k * base**(-2i/d_model)``
     per (sin, cos) pair. This is why a model can attend by *relative* offset with a
     linear map of the sinusoidal encoding (Vaswani et al., 2017, section 3.5).
+    Returned as ``dtype`` on ``device`` (default: float32 on the CPU).
     """
     _check_even("d_model", d_model)
+    check_float_dtype("dtype", dtype)
     angles = k * _frequencies(d_model, base)  # (D/2,)
     cos, sin = angles.cos(), angles.sin()
     blocks = torch.stack([torch.stack([cos, sin], -1), torch.stack([-sin, cos], -1)], -2)  # (D/2, 2, 2)
-    return torch.block_diag(*blocks).float()  # (D, D)
+    return torch.block_diag(*blocks).to(device=device, dtype=dtype)  # (D, D)
 
 
 def apply_rotary(x: torch.Tensor, positions: torch.Tensor | None = None,
@@ -57,7 +68,8 @@ def apply_rotary(x: torch.Tensor, positions: torch.Tensor | None = None,
     Dimensions are paired as in the paper: ``(x[2i], x[2i+1])`` is rotated by the
     angle ``p * base**(-2i/D)`` at position ``p``. Because rotations compose,
     ``apply_rotary(q)[m] . apply_rotary(k)[n]`` depends on ``m - n`` only.
-    ``positions`` (T,) defaults to ``0 .. T-1``.
+    ``positions`` (T,) defaults to ``0 .. T-1``. The result has ``x``'s device and
+    dtype; ``positions`` are moved to ``x``'s device.
     """
     check_tensor("x", x, min_dim=2)
     T, D = x.shape[-2:]
@@ -75,14 +87,16 @@ def apply_rotary(x: torch.Tensor, positions: torch.Tensor | None = None,
     return rotated.flatten(-2)  # (..., T, D)
 
 
-def alibi_slopes(num_heads: int) -> torch.Tensor:
+def alibi_slopes(num_heads: int, device=None, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """ALiBi's per-head slopes (Press et al., 2021): ``(num_heads,)``.
 
     For ``n`` heads, a power of two, the slopes are the geometric sequence
     ``2**(-8/n), 2**(-16/n), ..., 2**-8``. Otherwise the paper takes the slopes of
     the nearest smaller power of two and adds every other slope of the next one.
+    Returned as ``dtype`` on ``device`` (default: float32 on the CPU).
     """
     check_positive_int("num_heads", num_heads)
+    check_float_dtype("dtype", dtype)
 
     def power_of_two(n: int) -> list[float]:
         return [2 ** (-8 * (h + 1) / n) for h in range(n)]
@@ -91,21 +105,28 @@ def alibi_slopes(num_heads: int) -> torch.Tensor:
     slopes = power_of_two(closest)
     if closest < num_heads:
         slopes += power_of_two(2 * closest)[0::2][: num_heads - closest]
-    return torch.tensor(slopes)
+    return torch.tensor(slopes, dtype=dtype, device=device)
 
 
-def alibi_bias(num_heads: int, L: int, S: int | None = None) -> torch.Tensor:
+def alibi_bias(num_heads: int, L: int, S: int | None = None, device=None,
+               dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """ALiBi's additive bias ``(num_heads, L, S)``: ``-slope_h * |i - j|``, a penalty
     growing linearly with the distance between query ``i`` and key ``j`` (queries
     aligned to the end when S > L). Pass it as a float ``attn_mask``.
 
     The paper uses it with a causal mask, where only ``j <= i`` survives and the bias
     is ``-slope_h * (i - j)``; the absolute value makes it usable without one too.
+
+    Built on ``device`` (default: the CPU; pass the scores' device, a kernel refuses a
+    mask on another one) and returned as ``dtype`` (default float32; the product is
+    taken in float32 so float16/bfloat16 round only once).
     """
     check_positive_int("L", L)
     S = L if S is None else S
     check_positive_int("S", S)
-    i = torch.arange(S - L, S).unsqueeze(1)  # (L, 1): absolute query positions
-    j = torch.arange(S).unsqueeze(0)  # (1, S)
+    check_float_dtype("dtype", dtype)
+    i = torch.arange(S - L, S, device=device).unsqueeze(1)  # (L, 1): absolute query positions
+    j = torch.arange(S, device=device).unsqueeze(0)  # (1, S)
     distance = (i - j).abs().float()  # (L, S)
-    return -alibi_slopes(num_heads).view(-1, 1, 1) * distance  # (H, L, S)
+    slopes = alibi_slopes(num_heads, device=device).view(-1, 1, 1)  # (H, 1, 1), float32
+    return (-slopes * distance).to(dtype)  # (H, L, S)

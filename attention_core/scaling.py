@@ -5,7 +5,7 @@ q . k = sum_i q_i k_i is a sum of d_k terms of variance 1, so Var(q . k) = d_k.
 Dividing by sqrt(d_k) brings the variance back to 1 whatever the dimension
 (Vaswani et al., 2017, footnote 4).
 
-Shape legend: N samples (rows), S keys, d_k query/key dim.
+Shape legend: N samples (rows), S keys, d_k query/key dim (E elsewhere in the book).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def random_scores(d_k: int, num_rows: int, num_keys: int, scaled: bool, seed: in
     g = torch.Generator().manual_seed(seed)
     q = torch.randn(num_rows, 1, d_k, generator=g, dtype=torch.float64)  # (N, 1, d_k)
     k = torch.randn(num_rows, num_keys, d_k, generator=g, dtype=torch.float64)  # (N, S, d_k)
-    scores = (q * k).sum(-1)  # (N, S)
+    scores = (q @ k.transpose(-2, -1)).squeeze(-2)  # (N, 1, d_k) @ (N, d_k, S) -> (N, S)
     return scores / math.sqrt(d_k) if scaled else scores
 
 

@@ -13,7 +13,8 @@ query (``s_{t-1}`` for Bahdanau, ``s_t`` for Luong) is the decoder's business:
 :mod:`attention_core.seq2seq`.
 
 Shape legend: B batch, S source length, Dq query (decoder state) dim, Dk key
-(encoder state) dim, A attention dim of the additive and concat scores.
+(encoder state) dim (in chapter 6 both are the GRU's hidden size Dh), A attention dim
+of the additive and concat scores.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ._checks import check_positive_int, check_tensor
+from ._checks import check_device, check_positive_int, check_tensor
 from .functional import softmax
 
 
@@ -105,7 +106,8 @@ def attend(score: nn.Module, query: torch.Tensor, keys: torch.Tensor,
         score: a module from :func:`make_score`.
         query: decoder state ``(B, Dq)``.
         keys: encoder states ``(B, S, Dk)``; they are also the values.
-        mask: ``(B, S)`` bool, True at real source tokens (padding gets weight 0).
+        mask: ``(B, S)`` bool, True at real source tokens (padding gets weight 0), on
+            the device of ``keys``.
 
     Returns:
         ``(context (B, Dk), weights (B, S))``: weights are the softmax of the scores
@@ -116,6 +118,9 @@ def attend(score: nn.Module, query: torch.Tensor, keys: torch.Tensor,
     if query.dim() != 2 or keys.dim() != 3 or query.size(0) != keys.size(0):
         raise ValueError(f"query must be (B, Dq) and keys (B, S, Dk) with the same B, got "
                          f"query {tuple(query.shape)} and keys {tuple(keys.shape)}")
+    for name, x in (("query", query), ("mask", mask)):
+        if isinstance(x, torch.Tensor):
+            check_device(name, x, keys.device, "keys")
     scores = score(query, keys)  # (B, S)
     if mask is not None:
         if mask.shape != scores.shape or mask.dtype != torch.bool:

@@ -14,13 +14,18 @@ goes (``y`` the previous output token's embedding, ``h`` the encoder states):
   ``c_t = attend(s_t, h)``, attentional state ``h~_t = tanh(W_c [c_t; s_t])``, output
   from ``h~_t``. (Luong's optional "input feeding" is not used.)
 
-Shape legend: B batch, S source length, T target length, E embedding dim, H hidden
-dim (encoder states are H wide: H/2 per direction), V vocabulary size.
+Each decoder is a step function with one signature, chosen by name from
+:data:`DECODERS` together with the layers it needs.
+
+Shape legend: B batch, S source length, T target length, D embedding dim
+(``embed_dim``), Dh hidden size of the GRUs (``hidden_size``; encoder states are Dh
+wide, Dh/2 per direction), V vocabulary size.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 from torch import nn
@@ -28,6 +33,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from ._checks import check_positive_int
 from .scoring import attend, make_score
+from .training import train_model
 
 PAD, BOS, EOS = 0, 1, 2
 SPECIALS = ["<pad>", "<s>", "</s>"]
@@ -37,7 +43,6 @@ TARGET_OF = dict(zip(SOURCE_WORDS, "GLBNEKAIMCFHDJ"))
 """The fixed dictionary, source word -> target word (a permutation onto capitals)."""
 SOURCE_VOCAB = SPECIALS + SOURCE_WORDS
 TARGET_VOCAB = SPECIALS + sorted(TARGET_OF.values())
-ATTENTIONS = ("none", "bahdanau", "luong")
 
 
 @dataclass
@@ -64,8 +69,9 @@ def translate(words) -> list[str]:
     return [TARGET_OF[w] for w in reversed(words)]
 
 
-def encode_batch(sentences) -> Batch:
-    """Turn source sentences (strings or word lists) into a padded :class:`Batch`."""
+def encode_batch(sentences, device=None) -> Batch:
+    """Turn source sentences (strings or word lists) into a padded :class:`Batch`, its
+    tensors on ``device`` (default: the CPU; pass the model's device)."""
     sources = [s.split() if isinstance(s, str) else list(s) for s in sentences]
     targets = [translate(s) for s in sources]  # validates every word
     S = max(len(s) for s in sources)
@@ -77,7 +83,8 @@ def encode_batch(sentences) -> Batch:
         ids = [TARGET_VOCAB.index(w) for w in target]
         tgt_in[b, :len(ids) + 1] = torch.tensor([BOS] + ids)
         tgt_out[b, :len(ids) + 1] = torch.tensor(ids + [EOS])
-    return Batch(src, torch.tensor([len(s) for s in sources]), tgt_in, tgt_out)
+    lengths = torch.tensor([len(s) for s in sources])  # (B,)
+    return Batch(*(t.to(device) for t in (src, lengths, tgt_in, tgt_out)))
 
 
 def random_sentences(generator: torch.Generator, batch_size: int, min_len: int, max_len: int):
@@ -91,62 +98,118 @@ def random_sentences(generator: torch.Generator, batch_size: int, min_len: int, 
     return [[SOURCE_WORDS[i] for i in row[:n]] for row, n in zip(words.tolist(), lengths.tolist())]
 
 
+# --- the three decoders: layers and one step each -----------------------------------
+#
+# A step takes the model (for its layers), the previous output token's embedding
+# ``y (B, D)``, the state ``s_{t-1} (B, Dh)``, the encoder states ``h (B, S, Dh)``, their
+# padding mask ``(B, S)`` and the fixed context ``c (B, Dh)``; it returns
+# ``(logits (B, V), s_t (B, Dh), weights (B, S) or None)``.
+
+
+def fixed_context_step(model, y, state, h, mask, fixed_context):
+    """No attention (Cho et al. 2014): the same context ``c = s_0`` at every step, fed into the GRU."""
+    state = model.cell(torch.cat((y, fixed_context), -1), state)  # (B, Dh)
+    return model.readout(torch.cat((state, fixed_context, y), -1)), state, None
+
+
+def bahdanau_step(model, y, state, h, mask, fixed_context):
+    """Bahdanau et al. (2014): attend from the previous state, then feed the context into the GRU."""
+    context, weights = attend(model.score, state, h, mask)  # from s_{t-1}: (B, Dh), (B, S)
+    state = model.cell(torch.cat((y, context), -1), state)  # the context goes in
+    return model.readout(torch.cat((state, context, y), -1)), state, weights
+
+
+def luong_step(model, y, state, h, mask, fixed_context):
+    """Luong et al. (2015): run the GRU first, attend from the new state, combine after."""
+    state = model.cell(y, state)  # s_t first: (B, Dh)
+    context, weights = attend(model.score, state, h, mask)  # from s_t: (B, Dh), (B, S)
+    attentional = torch.tanh(model.combine(torch.cat((context, state), -1)))  # h~_t: (B, Dh)
+    return model.readout(attentional), state, weights
+
+
+def _context_into_cell_layers(D: int, Dh: int, V: int) -> dict[str, nn.Module]:
+    """The GRU reads ``[y; c]`` (D + Dh); the output is read from ``[s_t; c; y]``."""
+    return {"cell": nn.GRUCell(D + Dh, Dh),
+            "readout": nn.Sequential(nn.Linear(2 * Dh + D, Dh), nn.Tanh(), nn.Linear(Dh, V))}
+
+
+def _fixed_context_layers(score: str, D: int, Dh: int, V: int) -> dict[str, nn.Module]:
+    return _context_into_cell_layers(D, Dh, V)  # no score: the context never changes
+
+
+def _bahdanau_layers(score: str, D: int, Dh: int, V: int) -> dict[str, nn.Module]:
+    return {"score": make_score(score, Dh, Dh), **_context_into_cell_layers(D, Dh, V)}
+
+
+def _luong_layers(score: str, D: int, Dh: int, V: int) -> dict[str, nn.Module]:
+    return {"score": make_score(score, Dh, Dh),
+            "cell": nn.GRUCell(D, Dh),  # reads y only
+            "combine": nn.Linear(2 * Dh, Dh, bias=False),  # W_c [c_t; s_t]
+            "readout": nn.Linear(Dh, V)}
+
+
+@dataclass(frozen=True)
+class Decoder:
+    """One decoder: ``layers(score, D, Dh, V)`` builds its layers by name, in creation
+    order (``score`` only where it attends); ``step`` is its decoder step (above)."""
+
+    layers: Callable[[str, int, int, int], dict[str, nn.Module]]
+    step: Callable[..., tuple]
+
+
+DECODERS: dict[str, Decoder] = {
+    "none": Decoder(_fixed_context_layers, fixed_context_step),
+    "bahdanau": Decoder(_bahdanau_layers, bahdanau_step),
+    "luong": Decoder(_luong_layers, luong_step),
+}
+"""Decoder kind (the ``attention`` argument of :class:`Seq2Seq`) -> its layers and step."""
+ATTENTIONS = tuple(DECODERS)
+
+
 class Seq2Seq(nn.Module):
     """Bidirectional GRU encoder and a GRU decoder with the chosen attention.
 
     Args:
-        attention: ``"none"``, ``"bahdanau"`` or ``"luong"``.
+        attention: the decoder, a name in :data:`DECODERS`: ``"none"``, ``"bahdanau"``
+            or ``"luong"``.
         score: a name in :data:`~attention_core.scoring.SCORES` (ignored for ``"none"``).
-        embed_dim, hidden_dim: sizes E and H (H even: H/2 per encoder direction).
+        embed_dim, hidden_size: sizes D and Dh (Dh even: Dh/2 per encoder direction).
     """
 
     def __init__(self, attention: str = "bahdanau", score: str = "additive", embed_dim: int = 32,
-                 hidden_dim: int = 64):
+                 hidden_size: int = 64):
         super().__init__()
-        if attention not in ATTENTIONS:
-            raise ValueError(f"attention must be one of {ATTENTIONS}, got {attention!r}")
+        if attention not in DECODERS:
+            raise ValueError(f"attention must be one of {list(DECODERS)}, got {attention!r}")
         check_positive_int("embed_dim", embed_dim)
-        check_positive_int("hidden_dim", hidden_dim, minimum=2)
-        if hidden_dim % 2:
-            raise ValueError(f"hidden_dim must be even (half per encoder direction), got {hidden_dim}")
-        self.attention, self.score_name = attention, (None if attention == "none" else score)
-        E, H = embed_dim, hidden_dim
-        self.src_embed = nn.Embedding(len(SOURCE_VOCAB), E, padding_idx=PAD)
-        self.tgt_embed = nn.Embedding(len(TARGET_VOCAB), E, padding_idx=PAD)
-        self.encoder = nn.GRU(E, H // 2, batch_first=True, bidirectional=True)
-        self.bridge = nn.Linear(H, H)  # final encoder states -> s_0 (and c for "none")
-        self.score = None if attention == "none" else make_score(score, H, H)
-        self.cell = nn.GRUCell(E if attention == "luong" else E + H, H)
-        if attention == "luong":
-            self.combine = nn.Linear(2 * H, H, bias=False)  # W_c [c_t; s_t]
-            self.readout = nn.Linear(H, len(TARGET_VOCAB))
-        else:
-            self.readout = nn.Sequential(nn.Linear(2 * H + E, H), nn.Tanh(),
-                                         nn.Linear(H, len(TARGET_VOCAB)))
+        check_positive_int("hidden_size", hidden_size, minimum=2)
+        if hidden_size % 2:
+            raise ValueError(f"hidden_size must be even (half per encoder direction), got {hidden_size}")
+        D, Dh = embed_dim, hidden_size
+        self.attention = attention
+        self.src_embed = nn.Embedding(len(SOURCE_VOCAB), D, padding_idx=PAD)
+        self.tgt_embed = nn.Embedding(len(TARGET_VOCAB), D, padding_idx=PAD)
+        self.encoder = nn.GRU(D, Dh // 2, batch_first=True, bidirectional=True)
+        self.bridge = nn.Linear(Dh, Dh)  # final encoder states -> s_0 (and c for "none")
+        self.score = None  # the attending decoders replace it
+        for name, layer in DECODERS[attention].layers(score, D, Dh, len(TARGET_VOCAB)).items():
+            setattr(self, name, layer)
+        self.score_name = None if self.score is None else score
 
     def encode(self, src: torch.Tensor, src_lengths: torch.Tensor):
-        """Encoder states ``h (B, S, H)``, the padding mask ``(B, S)`` and ``s_0 (B, H)``."""
+        """Encoder states ``h (B, S, Dh)``, the padding mask ``(B, S)`` and ``s_0 (B, Dh)``."""
         packed = pack_padded_sequence(self.src_embed(src), src_lengths.cpu(), batch_first=True,
                                       enforce_sorted=False)
-        out, last = self.encoder(packed)  # last: (2, B, H/2), forward and backward
+        out, last = self.encoder(packed)  # last: (2, B, Dh/2), forward and backward
         h, _ = pad_packed_sequence(out, batch_first=True, total_length=src.size(1))
-        s0 = torch.tanh(self.bridge(torch.cat((last[0], last[1]), -1)))  # (B, H)
+        s0 = torch.tanh(self.bridge(torch.cat((last[0], last[1]), -1)))  # (B, Dh)
         return h, src != PAD, s0
 
     def step(self, y: torch.Tensor, state: torch.Tensor, h, mask, fixed_context):
-        """One decoder step from the previous token's embedding ``y (B, E)``:
-        ``(logits (B, V), new state (B, H), weights (B, S) or None)``."""
-        if self.attention == "luong":
-            state = self.cell(y, state)  # s_t first
-            context, weights = attend(self.score, state, h, mask)  # from s_t
-            attentional = torch.tanh(self.combine(torch.cat((context, state), -1)))  # h~_t
-            return self.readout(attentional), state, weights
-        if self.attention == "bahdanau":
-            context, weights = attend(self.score, state, h, mask)  # from s_{t-1}
-        else:
-            context, weights = fixed_context, None
-        state = self.cell(torch.cat((y, context), -1), state)  # the context goes in
-        return self.readout(torch.cat((state, context, y), -1)), state, weights
+        """One decoder step from the previous token's embedding ``y (B, D)``:
+        ``(logits (B, V), new state (B, Dh), weights (B, S) or None)``; the decoder's
+        step function from :data:`DECODERS` does the work."""
+        return DECODERS[self.attention].step(self, y, state, h, mask, fixed_context)
 
     def forward(self, src, src_lengths, tgt_in):
         """Teacher-forced pass: ``(logits (B, T, V), weights (B, T, S) or None)``."""
@@ -167,9 +230,9 @@ class Seq2Seq(nn.Module):
         h, mask, state = self.encode(src, src_lengths)
         fixed = state
         max_len = src.size(1) + 1 if max_len is None else max_len
-        y = torch.full((src.size(0),), BOS)
+        y = torch.full((src.size(0),), BOS, device=src.device)
         tokens, weights = [], []
-        done = torch.zeros(src.size(0), dtype=torch.bool)
+        done = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
         for _ in range(max_len):
             out, state, w = self.step(self.tgt_embed(y), state, h, mask, fixed)
             y = out.argmax(-1).masked_fill(done, PAD)
@@ -182,7 +245,7 @@ class Seq2Seq(nn.Module):
 
     def translate(self, sentences) -> list[list[str]]:
         """Greedy translations of source sentences, as target words (EOS removed)."""
-        batch = encode_batch(sentences)
+        batch = encode_batch(sentences, self.src_embed.weight.device)  # on the model's device
         tokens, _ = self.greedy_decode(batch.src, batch.src_lengths)
         return [_words(row) for row in tokens.tolist()]
 
@@ -207,20 +270,19 @@ def train_seq2seq(attention: str = "bahdanau", score: str = "additive", steps: i
                   batch_size: int = 64, min_len: int = 3, max_len: int = 12, lr: float = 5e-3,
                   seed: int = 0, progress: bool = True, **sizes):
     """Train a :class:`Seq2Seq` on random sentences of ``min_len``-``max_len`` words,
-    seeded (the same seed gives the same model). Returns ``(model, losses)``."""
-    from .toy_tasks import train_model
-
+    seeded (the same seed gives the same model); ``sizes`` are ``embed_dim`` and
+    ``hidden_size``. Returns ``(model, losses)``."""
     torch.manual_seed(seed)
     model = Seq2Seq(attention, score, **sizes)
     make_batch = lambda g: encode_batch(random_sentences(g, batch_size, min_len, max_len))  # noqa: E731
-    name = attention if attention == "none" else f"{attention}-{score}"
+    name = attention if model.score_name is None else f"{attention}-{score}"
     return train_model(model, make_batch, steps, lr=lr, seed=seed, progress=progress, desc=name,
                        loss_fn=seq2seq_loss)
 
 
 def exact_match(model: Seq2Seq, sentences) -> float:
     """Fraction of ``sentences`` whose greedy translation is exactly right."""
-    batch = encode_batch(sentences)
+    batch = encode_batch(sentences, model.src_embed.weight.device)  # on the model's device
     tokens, _ = model.greedy_decode(batch.src, batch.src_lengths)
     return sum(_words(row) == translate(s) for row, s in zip(tokens.tolist(), sentences)) / len(sentences)
 
@@ -231,12 +293,13 @@ def alignment_accuracy(model: Seq2Seq, sentences) -> float:
     they translate. The task reverses the sentence, so output ``t`` of an ``S``-word
     sentence translates source word ``S - 1 - t``; weights come from the teacher-forced
     pass, so every sentence is scored on its reference outputs."""
-    if model.attention == "none":
-        raise ValueError("alignment_accuracy needs an attention model, got attention='none'")
-    batch = encode_batch(sentences)
+    if model.score is None:
+        raise ValueError(f"alignment_accuracy needs an attention model, got attention={model.attention!r}")
+    batch = encode_batch(sentences, model.src_embed.weight.device)  # on the model's device
     _, weights = model(batch.src, batch.src_lengths, batch.tgt_in)  # (B, T, S)
     hits = total = 0
     for b, n in enumerate(batch.src_lengths.tolist()):
-        hits += (weights[b, :n].argmax(-1) == torch.arange(n - 1, -1, -1)).sum().item()
+        reversed_positions = torch.arange(n - 1, -1, -1, device=weights.device)  # (n,)
+        hits += (weights[b, :n].argmax(-1) == reversed_positions).sum().item()
         total += n
     return hits / total

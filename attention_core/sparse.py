@@ -6,10 +6,13 @@ Patterns: the sliding window (:func:`~attention_core.masks.sliding_window_mask`)
 its dilated version (Longformer, Beltagy et al. 2020), global tokens and random keys
 (BigBird, Zaheer et al. 2020), and the strided and fixed patterns of the Sparse
 Transformer (Child et al. 2019). Every mask is ``(L, L)`` bool, **True = may
-attend**, and masks combine with ``|`` (union) and ``&``.
+attend**, and masks combine with ``|`` (union) and ``&``. Every mask builder takes
+``device=`` (default: the CPU); the seeded :func:`random_mask` draws on the CPU and
+then moves, so a seed gives the same mask on every device.
 
-Shape legend: ``...`` batch dims (e.g. B, H), L sequence length, E query/key dim,
-Ev value dim.
+Shape legend: ``...`` batch dims (e.g. B, H), L query length and S key length (a mask
+is ``(L, L)``: self-attention, L = S), T length of one token sequence (the kernels here
+are self-attention, L = S = T), E query/key dim per head (d_k), Ev value dim per head (d_v).
 """
 
 from __future__ import annotations
@@ -18,8 +21,8 @@ import math
 
 import torch
 
-from ._checks import check_positive_int
-from .functional import _check_qkv, _check_options, softmax
+from ._checks import check_attn_mask, check_positive_int, check_qkv, check_scale
+from .functional import apply_mask_, softmax
 from .masks import sliding_window_mask
 
 NEG_INF = float("-inf")
@@ -184,59 +187,75 @@ def _check_square_bool(mask) -> None:
 
 
 def sliding_window_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                             window: int, causal: bool = False, scale: float | None = None,
-                             block_size: int | None = None) -> torch.Tensor:
-    """Attention restricted to a band, computing only the band: ``O(L * window)`` time
-    and memory instead of ``O(L^2)``.
+                             window: int, attn_mask: torch.Tensor | None = None,
+                             is_causal: bool = False, scale: float | None = None,
+                             block_size: int | None = None) -> tuple[torch.Tensor, None]:
+    """Attention restricted to a band, computing only the band: ``O(T * window)`` time
+    and memory instead of ``O(T^2)``.
 
     Equal to ``scaled_dot_product_attention(query, key, value, attn_mask=
-    sliding_window_mask(L, window, causal))``'s output. Queries are taken in blocks of
-    ``block_size`` (default ``window``); a block only ever meets the keys within
-    ``window - 1`` of it, so each score tile is ``block_size x (block_size + 2 window - 2)``
-    at most, whatever L is.
+    sliding_window_mask(T, window, causal=is_causal) & attn_mask)``'s output. Queries
+    are taken in blocks of ``block_size`` (default ``window``); a block only ever meets
+    the keys within ``window - 1`` of it, so each score tile is
+    ``block_size x (block_size + 2 window - 2)`` at most, whatever T is.
 
     Args:
-        query: ``(..., L, E)``; key: ``(..., L, E)``; value: ``(..., L, Ev)``
+        query: ``(..., T, E)``; key: ``(..., T, E)``; value: ``(..., T, Ev)``
             (self-attention: as many keys as queries).
         window: keys with ``|i - j| < window`` are kept (``0 <= i - j < window`` when
-            ``causal``).
+            ``is_causal``).
+        attn_mask: optional, applied inside the band: bool (True = may attend) or float
+            added to the scores; broadcasts to ``(..., T, T)``. A query left with no key
+            gets a zero output.
         scale: multiplies the scores; default ``1 / sqrt(E)``.
 
     Returns:
-        ``output (..., L, Ev)``. The weights are never formed as an L x L matrix.
+        ``(output (..., T, Ev), None)``: the weights are never formed as a T x T matrix.
     """
-    _check_qkv(query, key, value)
+    check_qkv(query, key, value)
     check_positive_int("window", window)
-    _check_options(scale, 0.0)
-    L = query.size(-2)
-    if key.size(-2) != L:
+    check_scale(scale)
+    T = query.size(-2)
+    if key.size(-2) != T:
         raise ValueError(f"sliding_window_attention needs as many keys as queries, got "
                          f"query {tuple(query.shape)} and key {tuple(key.shape)}")
     block = window if block_size is None else block_size
     check_positive_int("block_size", block)
-    scale = 1.0 / math.sqrt(query.size(-1)) if scale is None else scale
     batch = torch.broadcast_shapes(query.shape[:-2], key.shape[:-2])
-    out = query.new_empty(batch + (L, value.size(-1)))
-    for q0 in range(0, L, block):
-        q1 = min(q0 + block, L)
-        k0, k1 = max(0, q0 - window + 1), (q1 if causal else min(L, q1 + window - 1))
+    if attn_mask is not None:
+        check_attn_mask(attn_mask, batch + (T, T), query.device)
+        attn_mask = attn_mask.expand(batch + (T, T))  # a view, sliced per block below
+    scale = 1.0 / math.sqrt(query.size(-1)) if scale is None else scale
+    out = query.new_empty(batch + (T, value.size(-1)))  # (..., T, Ev)
+    for q0 in range(0, T, block):
+        q1 = min(q0 + block, T)
+        k0, k1 = max(0, q0 - window + 1), (q1 if is_causal else min(T, q1 + window - 1))
         s = (query[..., q0:q1, :] * scale) @ key[..., k0:k1, :].transpose(-2, -1)  # (..., b, r)
         offset = (torch.arange(q0, q1, device=s.device).unsqueeze(1)
                   - torch.arange(k0, k1, device=s.device).unsqueeze(0))  # (b, r)
-        band = (offset >= 0) & (offset < window) if causal else offset.abs() < window
+        band = (offset >= 0) & (offset < window) if is_causal else offset.abs() < window
         s.masked_fill_(~band, NEG_INF)
-        out[..., q0:q1, :] = softmax(s, inplace=True) @ value[..., k0:k1, :]
-    return out
+        if attn_mask is not None:  # the band always keeps a key; a mask may remove them all
+            apply_mask_(s, attn_mask[..., q0:q1, k0:k1])
+            dead = s.amax(-1, keepdim=True) == NEG_INF  # (..., b, 1): no key left
+        weights = softmax(s, inplace=True)  # (..., b, r)
+        if attn_mask is not None:
+            weights.masked_fill_(dead, 0.0)  # zero weights and output, not NaN
+        out[..., q0:q1, :] = weights @ value[..., k0:k1, :]
+    return out, None
 
 
 # --- Reformer: locality-sensitive hashing ---------------------------------------------
 
 def lsh_buckets(x: torch.Tensor, num_buckets: int, num_hashes: int = 1, seed: int = 0) -> torch.Tensor:
-    """Angular LSH of Reformer (Kitaev et al. 2020): ``(num_hashes, ..., N)`` bucket ids.
+    """Angular LSH of Reformer (Kitaev et al. 2020): bucket ids ``(num_hashes, ..., T)``
+    for ``x (..., T, E)``.
 
-    Each round draws a random rotation ``R (E, num_buckets / 2)`` and hashes ``x`` to
-    ``argmax([x R; -x R])``: vectors pointing in similar directions tend to share a
+    Each round draws a random rotation ``W (E, num_buckets / 2)`` and hashes ``x`` to
+    ``argmax([x W; -x W])``: vectors pointing in similar directions tend to share a
     bucket, so a query's largest dot products are likely among its bucket-mates.
+    The rotations are drawn on the CPU from ``seed`` (the same on every device) and
+    applied on ``x``'s device; the ids lie there too.
     """
     check_positive_int("num_buckets", num_buckets)
     if num_buckets % 2 and num_buckets != 1:
@@ -246,57 +265,68 @@ def lsh_buckets(x: torch.Tensor, num_buckets: int, num_hashes: int = 1, seed: in
     if num_buckets == 1:  # the exact limit: everyone shares the one bucket
         return torch.zeros((num_hashes,) + tuple(x.shape[:-1]), dtype=torch.long, device=x.device)
     g = torch.Generator().manual_seed(seed)
-    R = torch.randn(num_hashes, x.size(-1), num_buckets // 2, generator=g, dtype=torch.float64)
-    rotated = torch.einsum("...ne,hef->h...nf", x.to(torch.float64), R)  # (hashes, ..., N, b/2)
+    W = torch.randn(num_hashes, x.size(-1), num_buckets // 2, generator=g, dtype=torch.float64)
+    W = W.to(x.device)  # drawn on the CPU (the same rotations on every device), used on x's
+    rotated = torch.einsum("...ne,hef->h...nf", x.to(torch.float64), W)  # (hashes, ..., T, b/2)
     return torch.cat((rotated, -rotated), -1).argmax(-1)
 
 
 def lsh_candidates(qk: torch.Tensor, num_buckets: int, num_hashes: int = 1, seed: int = 0) -> torch.Tensor:
-    """``(N, N)`` bool: True where positions ``i`` and ``j`` share a bucket in at least
-    one hashing round, the pairs Reformer may compare (before chunking). ``qk (N, E)``."""
+    """``(T, T)`` bool: True where positions ``i`` and ``j`` share a bucket in at least
+    one hashing round, the pairs Reformer may compare (before chunking). ``qk (T, E)``."""
     if qk.dim() != 2:
-        raise ValueError(f"qk must be (N, E), got shape {tuple(qk.shape)}")
-    buckets = lsh_buckets(qk, num_buckets, num_hashes, seed)  # (hashes, N)
+        raise ValueError(f"qk must be (T, E), got shape {tuple(qk.shape)}")
+    buckets = lsh_buckets(qk, num_buckets, num_hashes, seed)  # (hashes, T)
     return (buckets.unsqueeze(-1) == buckets.unsqueeze(-2)).any(0)
 
 
 def _rows(x: torch.Tensor, order: torch.Tensor) -> torch.Tensor:
-    """``x (..., N, D)`` with its rows taken in ``order (..., N)``."""
+    """``x (..., T, X)`` with its rows taken in ``order (..., T)``."""
     return x.gather(-2, order.unsqueeze(-1).expand(*order.shape, x.size(-1)))
 
 
-def lsh_attention(qk: torch.Tensor, value: torch.Tensor, num_buckets: int, chunk_size: int = 64,
-                  num_hashes: int = 1, seed: int = 0) -> torch.Tensor:
+def lsh_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, num_buckets: int,
+                  chunk_size: int = 64, num_hashes: int = 1, seed: int = 0) -> tuple[torch.Tensor, None]:
     """Reformer's LSH attention with shared queries and keys (Kitaev et al. 2020).
 
-    Keys are the queries normalised to unit length. Per hashing round: sort the
-    positions by bucket (then by position), cut the sorted sequence into chunks of
-    ``chunk_size``, and let each chunk attend to itself and the chunk before it, only to
-    keys in the same bucket, and never to its own position unless nothing else is
-    allowed. Rounds are combined by their softmax normalisers (the paper also corrects
-    for a pair found in several rounds; omitted here). With one bucket and one
-    chunk this is dense attention of ``qk`` against normalised ``qk`` with the diagonal
-    masked; the cost is O(N log N) for the sort plus O(N * chunk_size) for attention.
+    Reformer uses one projection for queries and keys, so that a query and the keys it
+    should meet land in the same bucket and the same sorted chunk. Here that means
+    ``key`` must be ``query`` itself (call ``lsh_attention(qk, qk, value, ...)``; a
+    different tensor raises ``ValueError``); the keys actually used are the queries
+    normalised to unit length, as in the paper. Per hashing round: sort the positions by
+    bucket (then by position), cut the sorted sequence into chunks of ``chunk_size``, and
+    let each chunk attend to itself and the chunk before it, only to keys in the same
+    bucket, and never to its own position unless nothing else is allowed. Rounds are
+    combined by their softmax normalisers (the paper also corrects for a pair found in
+    several rounds; omitted here). With one bucket and one chunk this is dense attention
+    of ``query`` against normalised ``query`` with the diagonal masked; the cost is
+    O(T log T) for the sort plus O(T * chunk_size) for attention.
 
     Args:
-        qk: ``(..., N, E)`` shared queries/keys; value: ``(..., N, Ev)``.
+        query: ``(..., T, E)`` shared queries/keys; key: ``query`` again;
+            value: ``(..., T, Ev)``.
         num_buckets: buckets per round, even (each random rotation gives a pair of
             opposite directions) or 1 (no hashing: the exact limit).
+        chunk_size: must divide T.
 
     Returns:
-        ``(..., N, Ev)``.
+        ``(output (..., T, Ev), None)``.
     """
-    _check_qkv(qk, qk, value)
+    check_qkv(query, key, value)
+    if key is not query and not (key.shape == query.shape and torch.equal(key, query)):
+        raise ValueError(f"lsh_attention shares queries and keys (Reformer): key must be query "
+                         f"itself, got a different key of shape {tuple(key.shape)} for query "
+                         f"{tuple(query.shape)}")
     check_positive_int("chunk_size", chunk_size)
-    N, scale = qk.size(-2), 1.0 / math.sqrt(qk.size(-1))
-    if N % chunk_size:
-        raise ValueError(f"the length N={N} must be a multiple of chunk_size={chunk_size}")
-    key = qk / qk.norm(dim=-1, keepdim=True).clamp_min(1e-6)
-    chunks = N // chunk_size
+    T, scale = query.size(-2), 1.0 / math.sqrt(query.size(-1))
+    if T % chunk_size:
+        raise ValueError(f"the length T={T} must be a multiple of chunk_size={chunk_size}")
+    key = query / query.norm(dim=-1, keepdim=True).clamp_min(1e-6)  # (..., T, E) unit keys
+    chunks = T // chunk_size
     outs, lses = [], []
-    for buckets in lsh_buckets(qk.detach(), num_buckets, num_hashes, seed):  # (..., N) per round
-        order = (buckets * N + torch.arange(N, device=qk.device)).argsort(-1)  # bucket, then position
-        q_c, k_c, v_c = (_rows(x, order).unflatten(-2, (chunks, chunk_size)) for x in (qk, key, value))
+    for buckets in lsh_buckets(query.detach(), num_buckets, num_hashes, seed):  # (..., T) per round
+        order = (buckets * T + torch.arange(T, device=query.device)).argsort(-1)  # bucket, then position
+        q_c, k_c, v_c = (_rows(x, order).unflatten(-2, (chunks, chunk_size)) for x in (query, key, value))
         pos_c = order.unflatten(-1, (chunks, chunk_size))  # (..., chunks, c) original positions
         bkt_c = buckets.gather(-1, order).unflatten(-1, (chunks, chunk_size))
         kpos, kbkt = pos_c, bkt_c
@@ -309,7 +339,7 @@ def lsh_attention(qk: torch.Tensor, value: torch.Tensor, num_buckets: int, chunk
         lse = scores.logsumexp(-1, keepdim=True)  # (..., chunks, c, 1)
         out = torch.exp(scores - lse) @ v_c  # (..., chunks, c, Ev)
         unsort = order.argsort(-1)
-        outs.append(_rows(out.flatten(-3, -2), unsort))  # back to the original order
-        lses.append(_rows(lse.flatten(-3, -2), unsort))
-    lse = torch.stack(lses)  # (hashes, ..., N, 1)
-    return (torch.softmax(lse, dim=0) * torch.stack(outs)).sum(0)
+        outs.append(_rows(out.flatten(-3, -2), unsort))  # (..., T, Ev), back to the original order
+        lses.append(_rows(lse.flatten(-3, -2), unsort))  # (..., T, 1)
+    lse = torch.stack(lses)  # (hashes, ..., T, 1)
+    return (torch.softmax(lse, dim=0) * torch.stack(outs)).sum(0), None  # (..., T, Ev)

@@ -1,13 +1,17 @@
-"""Synthetic data for the book: nothing is downloaded, everything is made here.
+"""Synthetic data for the book, and the small tasks the chapters train models on:
+nothing is downloaded, everything is made here. The models are in
+:mod:`attention_core.models`, the training loop in :mod:`attention_core.training`.
 
-Shape legend: T tokens, D embedding dim.
+Shape legend: B batch, T sequence length (tokens), D embedding dim (``d_model``),
+H heads, V vocabulary size.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
-
 import torch
+
+from .models import TinyTransformer
+from .training import train_model
 
 #: A tiny hand-made lexicon, in which each word is a sum of a few meaning directions.
 #: Words that share a direction ("cat" and "dog" are both animals) get similar vectors.
@@ -43,7 +47,7 @@ def word_embeddings(tokens: list[str], d_model: int = 16, noise: float = 0.3,
     Words outside the lexicon get the ``unknown`` direction.
     """
     g = torch.Generator().manual_seed(seed)
-    directions = torch.randn(len(FEATURES), d_model, generator=g)  # (F, D), unit variance
+    directions = torch.randn(len(FEATURES), d_model, generator=g)  # (len(FEATURES), D), unit variance
     vocab = sorted(set(LEXICON) | set(tokens))
     word_noise = {w: noise * torch.randn(d_model, generator=torch.Generator().manual_seed(
         seed * 7919 + sum(map(ord, w)) * 31 + len(w))) for w in vocab}
@@ -56,8 +60,6 @@ def word_embeddings(tokens: list[str], d_model: int = 16, noise: float = 0.3,
 
 
 # --- a task where attention heads must specialise ---------------------------------
-#
-# Shape legend: B batch, T sequence length, V vocabulary size, E embed dim.
 
 
 def reverse_and_shift_batch(batch_size: int, seq_len: int, vocab_size: int,
@@ -73,124 +75,6 @@ def reverse_and_shift_batch(batch_size: int, seq_len: int, vocab_size: int,
     reverse = x.flip(-1)
     previous = torch.cat([torch.zeros_like(x[:, :1]), x[:, :-1]], dim=1)
     return x, torch.stack([reverse, previous], dim=-1)  # (B, T), (B, T, 2)
-
-
-#: The ways :class:`TinyTransformer` can put position information in.
-POSITIONAL = ("learned", "sinusoidal", "rope", "alibi", "none")
-
-
-class TinyTransformer(torch.nn.Module):
-    """Transformer blocks (pre-norm, as in GPT-2) reading a token sequence and
-    predicting ``num_outputs`` tokens at each position. Every attention layer returns
-    its weights, so chapters can draw them.
-
-    ``positional`` picks how order enters (see :data:`POSITIONAL`): learned absolute
-    embeddings for ``max_len`` positions, sinusoidal ones added to the input, RoPE on
-    queries and keys, ALiBi biases on the scores, or none. ``causal`` masks the future.
-    """
-
-    def __init__(self, vocab_size: int, max_len: int, embed_dim: int = 64, num_heads: int = 2,
-                 num_layers: int = 1, num_outputs: int = 2, num_kv_heads: int | None = None,
-                 positional: str = "learned", causal: bool = False):
-        super().__init__()
-        from .multihead import MultiHeadAttention
-
-        if positional not in POSITIONAL:
-            raise ValueError(f"positional must be one of {POSITIONAL}, got {positional!r}")
-        self.vocab_size, self.num_outputs, self.num_heads = vocab_size, num_outputs, num_heads
-        self.positional, self.causal, self.max_len = positional, causal, max_len
-        self.token = torch.nn.Embedding(vocab_size, embed_dim)
-        self.position = torch.nn.Embedding(max_len, embed_dim) if positional == "learned" else None
-        self.blocks = torch.nn.ModuleList()
-        for _ in range(num_layers):
-            self.blocks.append(torch.nn.ModuleDict({
-                "norm1": torch.nn.LayerNorm(embed_dim),
-                "attn": MultiHeadAttention(embed_dim, num_heads, num_kv_heads,
-                                           rope=positional == "rope"),
-                "norm2": torch.nn.LayerNorm(embed_dim),
-                "mlp": torch.nn.Sequential(torch.nn.Linear(embed_dim, 4 * embed_dim), torch.nn.GELU(),
-                                           torch.nn.Linear(4 * embed_dim, embed_dim)),
-            }))
-        self.norm = torch.nn.LayerNorm(embed_dim)
-        self.head = torch.nn.Linear(embed_dim, num_outputs * vocab_size)
-
-    def embed(self, x: torch.Tensor) -> torch.Tensor:
-        """Token embeddings plus absolute positions, if any: ``(B, T)`` -> ``(B, T, E)``."""
-        from .positional import sinusoidal_encoding
-
-        T = x.size(1)
-        h = self.token(x)  # (B, T, E)
-        if self.positional == "learned":
-            if T > self.max_len:
-                raise ValueError(f"learned positions stop at max_len={self.max_len}; "
-                                 f"got a sequence of {T} tokens")
-            h = h + self.position(torch.arange(T, device=x.device))
-        elif self.positional == "sinusoidal":
-            h = h + sinusoidal_encoding(T, h.size(-1)).to(h.device)
-        return h
-
-    def forward(self, x: torch.Tensor):
-        """``x (B, T)`` -> ``(logits (B, T, num_outputs, V), [weights (B, H, T, T) per layer])``."""
-        from .positional import alibi_bias
-
-        B, T = x.shape
-        h = self.embed(x)  # (B, T, E)
-        bias = alibi_bias(self.num_heads, T).to(h.device) if self.positional == "alibi" else None
-        all_weights = []
-        for block in self.blocks:
-            attended, weights = block["attn"](block["norm1"](h), attn_mask=bias, is_causal=self.causal)
-            h = h + attended
-            h = h + block["mlp"](block["norm2"](h))
-            all_weights.append(weights)
-        logits = self.head(self.norm(h)).view(B, T, self.num_outputs, self.vocab_size)
-        return logits, all_weights
-
-
-def token_loss(model: TinyTransformer, batch: tuple) -> torch.Tensor:
-    """Cross-entropy of ``model(x)`` against ``y`` for a batch ``(x (B, T), y (B, T, ...))``."""
-    x, y = batch
-    logits, _ = model(x)
-    return torch.nn.functional.cross_entropy(logits.reshape(-1, model.vocab_size), y.reshape(-1))
-
-
-def train_model(model: torch.nn.Module, make_batch: Callable[[torch.Generator], Any],
-                steps: int, lr: float = 3e-3, seed: int = 0, progress: bool = True,
-                desc: str = "training", loss_fn: Callable[[Any, Any], torch.Tensor] = token_loss):
-    """Train ``model`` with AdamW on batches from ``make_batch(generator)``, seeded;
-    ``loss_fn(model, batch)`` gives the loss (default :func:`token_loss`). Returns
-    ``(model in eval mode, losses)``.
-
-    ``progress`` shows a text tqdm bar on stdout (it renders in notebooks, terminals
-    and the built website).
-    """
-    import sys
-
-    from tqdm.std import tqdm
-
-    torch.manual_seed(seed)
-    g = torch.Generator().manual_seed(seed)
-    model.train()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
-    losses = []
-    tqdm.monitor_interval = 0  # no monitor thread inside a notebook kernel
-    bar = tqdm(range(steps), desc=desc, file=sys.stdout, disable=not progress,
-               mininterval=5.0, ncols=80, ascii=True)
-    threads = torch.get_num_threads()
-    # Tiny matrices gain nothing from a second thread, and OpenMP's barriers between
-    # threads make each step up to 10x slower when another process shares the cores.
-    torch.set_num_threads(1)
-    try:
-        for _ in bar:
-            loss = loss_fn(model, make_batch(g))
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            losses.append(loss.item())
-            bar.set_postfix(loss=f"{loss.item():.3f}", refresh=False)
-    finally:
-        torch.set_num_threads(threads)
-    bar.close()
-    return model.eval(), losses
 
 
 def train_reverse_and_shift(num_heads: int = 2, seq_len: int = 8, vocab_size: int = 12,
@@ -227,7 +111,8 @@ def head_roles(weights: torch.Tensor) -> list[dict[str, float]]:
     Queries where the two look-ups point at the same key (i = T/2) are left out.
     """
     B, H, T, _ = weights.shape
-    i = torch.tensor([q for q in range(1, T) if T - 1 - q != q - 1])  # queries with distinct targets
+    i = torch.tensor([q for q in range(1, T) if T - 1 - q != q - 1],
+                     device=weights.device)  # queries with distinct targets
     anti = weights[:, :, i, T - 1 - i].mean(dim=(0, 2))  # (H,)
     prev = weights[:, :, i, i - 1].mean(dim=(0, 2))  # (H,)
     return [{"reverse": anti[h].item(), "previous": prev[h].item()} for h in range(H)]

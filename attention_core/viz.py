@@ -199,3 +199,288 @@ def decoder_flow(kind: str, ax=None, title: str | None = None):
     if title:
         ax.set_title(title, fontsize=10)
     return ax
+
+
+# --- Panels: the figures of the explorers -----------------------------------------
+# Each panel draws its fixed parts onto a figure once and returns ``update(...)``,
+# which changes the artists in place (``set_data``, bar heights, titles), so an
+# explorer redraws without rebuilding the figure. A chapter draws one state with
+# ``panel(fig, ...)(data ...)``.
+
+
+def heatmap_entropy_panel(fig, max_tokens: int):
+    """Attention weights of up to ``max_tokens`` tokens beside the entropy of each row.
+
+    Returns ``update(weights (n, n), labels, title="")``.
+    """
+    ax_map, ax_ent = fig.subplots(1, 2, width_ratios=[1.15, 1])
+    image = heatmap(np.zeros((max_tokens, max_tokens)), ax=ax_map)
+    bars = entropy_bars(np.zeros(max_tokens), ax=ax_ent)
+    ax_ent.set_ylim(0, math.log(max_tokens) * 1.4)  # head-room for the note above the line
+    line = ax_ent.axhline(0, color="0.3", ls="--", lw=1)
+    note = ax_ent.text(0.98, 0.98, "", transform=ax_ent.transAxes, ha="right", va="top", fontsize=8)
+
+    def update(weights, labels: Sequence[str], title: str = ""):
+        from .metrics import attention_entropy
+
+        n = len(labels)
+        entropy = attention_entropy(torch.as_tensor(weights))  # (n,)
+        image.set_data(_to_numpy(weights))
+        image.set_extent((-0.5, n - 0.5, n - 0.5, -0.5))
+        set_token_ticks(ax_map, labels, labels)
+        ax_map.set_title(title)
+        for i, bar in enumerate(bars):
+            bar.set_height(entropy[i].item() if i < n else 0.0)
+            bar.set_visible(i < n)
+        ax_ent.set_xlim(-0.5, n - 0.5)
+        ax_ent.set_xticks(range(n), labels, rotation=45, ha="right")
+        line.set_ydata([math.log(n)] * 2)
+        note.set_text(f"dashed: uniform over {n} keys,\nln {n} = {math.log(n):.3f} nats")
+        ax_ent.set_title(f"mean entropy {entropy.mean():.2f} nats")
+
+    return update
+
+
+def scaling_panel(fig, d_ks: Sequence[int], mean_entropy: dict, num_keys: int, bins: int = 40):
+    """Chapter 2: histogram of scores, one softmax row, and the mean row entropy
+    against ``d_k`` (``mean_entropy[scaled]`` is one value per ``d_ks``).
+
+    Returns ``update(d_k, scaled, scores (N, S))``.
+    """
+    from .metrics import attention_entropy
+
+    ax_hist, ax_row, ax_ent = fig.subplots(1, 3, width_ratios=[1.1, 1, 1])
+    hist = ax_hist.bar(np.zeros(bins), np.zeros(bins), width=1.0, align="edge", color=color(0.3))
+    ax_hist.set_xlabel("score q·k (/√d_k if scaled)")
+    ax_hist.set_ylabel("density")
+    row = ax_row.bar(range(num_keys), np.zeros(num_keys), color=color(0.6))
+    ax_row.set_ylim(0, 1.05)
+    ax_row.set_xlabel("key")
+    ax_row.set_ylabel("softmax weight")
+    for scaled, style in ((True, "-o"), (False, "--s")):
+        ax_ent.plot(d_ks, mean_entropy[scaled], style, ms=3, color=color(0.2 if scaled else 0.75),
+                    label="scaled" if scaled else "unscaled")
+    ax_ent.axhline(math.log(num_keys), color="0.5", lw=0.8, ls=":")
+    ax_ent.set_ylim(0, math.log(num_keys) * 1.08)
+    marker, = ax_ent.plot([], [], "o", ms=10, mfc="none", mec="red", mew=2)
+    ax_ent.set_xscale("log", base=2)
+    ax_ent.set_xlabel("d_k")
+    ax_ent.set_ylabel("mean row entropy (nats)")
+    ax_ent.set_title(f"dotted: ln {num_keys} (uniform)", fontsize=9)
+    ax_ent.legend(fontsize=8, loc="lower left")
+
+    def update(d_k: int, scaled: bool, scores):
+        from .functional import softmax
+
+        values = _to_numpy(scores).ravel()
+        limit = max(4.0, 4 * values.std())
+        density, edges = np.histogram(values, bins=bins, range=(-limit, limit), density=True)
+        for bar, height, x0 in zip(hist, density, edges[:-1]):
+            bar.set_x(x0)
+            bar.set_width(edges[1] - edges[0])
+            bar.set_height(height)
+        ax_hist.set_xlim(-limit, limit)
+        ax_hist.set_ylim(0, density.max() * 1.1)
+        ax_hist.set_title(f"variance {values.var():.1f} (theory {1 if scaled else d_k})", fontsize=10)
+        weights = softmax(torch.as_tensor(scores[0]))  # (S,): the first row
+        for bar, w in zip(row, weights):
+            bar.set_height(w.item())
+        ax_row.set_title(f"one row: max {weights.max():.2f}, "
+                         f"H = {attention_entropy(weights):.2f} nats", fontsize=10)
+        marker.set_data([d_k], [mean_entropy[scaled][list(d_ks).index(d_k)]])
+
+    return update
+
+
+def head_grid_panel(fig, max_heads: int, seq_len: int):
+    """Chapter 4: one heatmap per head (up to ``max_heads``) and each head's mean row
+    entropy. Returns ``update(weights (H, T, T), tokens, head_titles)``."""
+    from .metrics import attention_entropy
+
+    axes = fig.subplots(1, max_heads + 1, width_ratios=[1] * max_heads + [0.9])
+    images = [heatmap(np.zeros((seq_len, seq_len)), ax=ax, colorbar=False) for ax in axes[:-1]]
+    for ax in axes[1:-1]:
+        ax.set_ylabel("")
+    bars = axes[-1].bar(range(max_heads), np.zeros(max_heads), color=color(0.35))
+    axes[-1].axhline(math.log(seq_len), color="0.3", ls="--", lw=1)
+    axes[-1].set_ylim(0, math.log(seq_len) * 1.1)
+    axes[-1].set_xticks(range(max_heads), [f"h{h}" for h in range(max_heads)])
+    axes[-1].set_ylabel("mean row entropy (nats)")
+    axes[-1].set_title(f"dashed: ln {seq_len}", fontsize=9)
+
+    def update(weights, tokens: Sequence[str], head_titles: Sequence[str]):
+        H = len(weights)
+        for h, (ax, image) in enumerate(zip(axes, images)):
+            ax.set_visible(h < H)
+            if h < H:
+                image.set_data(_to_numpy(weights[h]))
+                ax.set_xticks(range(seq_len), tokens, rotation=0)
+                ax.set_yticks(range(seq_len), tokens)
+                ax.set_title(head_titles[h], fontsize=9)
+        entropy = attention_entropy(torch.as_tensor(weights)).mean(-1)  # (H,)
+        for h, bar in enumerate(bars):
+            bar.set_height(entropy[h].item() if h < H else 0.0)
+
+    return update
+
+
+def kv_sharing_panel(fig, num_heads: int, contexts: Sequence[int], cache_gib):
+    """Chapter 8: which query heads share each key/value head, and the KV cache size
+    against context length. ``cache_gib(num_kv_heads, context) -> GiB``.
+
+    Returns ``update(num_kv_heads, context)``.
+    """
+    ax_diagram, ax_size = fig.subplots(1, 2, width_ratios=[1.6, 1])
+    ax_size.set_xscale("log", base=2)
+    ax_size.set_yscale("log", base=2)
+    ax_size.set_xlabel("context length (tokens)")
+    ax_size.set_ylabel("KV cache (GiB, fp16)")
+    for kv, name, va in ((num_heads, "MHA", "bottom"), (1, "MQA", "top")):
+        ax_size.plot(contexts, [cache_gib(kv, c) for c in contexts], ":", color="0.6", lw=1)
+        ax_size.text(contexts[-1], cache_gib(kv, contexts[-1]), name, fontsize=8, ha="right",
+                     va=va, color="0.4")
+    line, = ax_size.plot([], [], "-o", ms=3, color=color(0.3))
+    point, = ax_size.plot([], [], "o", ms=10, mfc="none", mec="red", mew=2)
+
+    def update(num_kv_heads: int, context: int):
+        ax_diagram.clear()
+        head_sharing_diagram(num_heads, num_kv_heads, ax=ax_diagram)
+        kind = "MHA" if num_kv_heads == num_heads else "MQA" if num_kv_heads == 1 else "GQA"
+        ax_diagram.set_title(f"{kind}: {num_heads} query heads share {num_kv_heads} kv head(s)",
+                             fontsize=10)
+        line.set_data(contexts, [cache_gib(num_kv_heads, c) for c in contexts])
+        size = cache_gib(num_kv_heads, context)
+        point.set_data([context], [size])
+        ax_size.set_title(f"{context:,} tokens: {size:.2f} GiB", fontsize=10)
+
+    return update
+
+
+def sinusoidal_panel(fig, max_positions: int, max_d_model: int):
+    """Chapter 9: the sinusoidal encoding (positions by dimensions) and the similarity
+    of two encodings against their distance.
+
+    Returns ``update(pe (T, D), similarity (T,), title)``.
+    """
+    ax_map, ax_sim = fig.subplots(1, 2, width_ratios=[1.3, 1])
+    image = ax_map.imshow(np.zeros((max_positions, max_d_model)), cmap=CMAP, vmin=-1, vmax=1,
+                          aspect="auto", interpolation="nearest")
+    fig.colorbar(image, ax=ax_map, fraction=0.046, pad=0.04, label="PE value")
+    ax_map.set_xlabel("dimension")
+    ax_map.set_ylabel("position")
+    line, = ax_sim.plot([], [], color=color(0.3))
+    ax_sim.set_xlabel("distance |p - q|")
+    ax_sim.set_ylabel("PE(p)·PE(q) / (d_model / 2)")
+    ax_sim.set_ylim(-0.45, 1.05)
+    ax_sim.axhline(0, color="0.6", lw=0.8)
+    ax_sim.set_title("similarity falls with distance", fontsize=10)
+
+    def update(pe, similarity, title: str):
+        T, D = pe.shape
+        image.set_data(_to_numpy(pe))
+        image.set_extent((-0.5, D - 0.5, T - 0.5, -0.5))
+        ax_map.set_title(title, fontsize=10)
+        line.set_data(np.arange(T), _to_numpy(similarity))
+        ax_sim.set_xlim(0, T - 1)
+
+    return update
+
+
+TILE_STATES = ((0, "not yet read"), (1, "earlier query blocks"), (2, "tiles done"), (3, "current tile"))
+"""The states of a score tile in :func:`tiling_panel`, in the order of their codes."""
+
+
+def tiling_panel(fig, max_len: int):
+    """Chapter 10: the grid of score tiles coloured by state (codes of
+    :data:`TILE_STATES`) and the running maximum and sum of one row, block by block.
+
+    Returns ``update(state (L, L), block, trace, done, title_grid, title_run)`` where
+    ``trace`` lists ``{"m", "l"}`` after each key block and ``done`` blocks are read.
+    """
+    from matplotlib.patches import Patch
+
+    ax_grid, ax_run = fig.subplots(1, 2, width_ratios=[1.25, 1])
+    image = ax_grid.imshow(np.zeros((max_len, max_len)), cmap=CMAP, vmin=0, vmax=3,
+                           interpolation="nearest")
+    ax_grid.set_xlabel("key position")
+    ax_grid.set_ylabel("query position")
+    ax_grid.legend(handles=[Patch(color=image.cmap(image.norm(v)), label=name)
+                            for v, name in (TILE_STATES[1], TILE_STATES[2], TILE_STATES[3], TILE_STATES[0])],
+                   fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
+    m_line, = ax_run.plot([], [], "o-", color=color(0.2), label="running max m")
+    l_line, = ax_run.plot([], [], "s-", color=color(0.7), label="running sum l")
+    m_final = ax_run.axhline(0, color=color(0.2), ls=":", lw=1)
+    l_final = ax_run.axhline(0, color=color(0.7), ls=":", lw=1)
+    ax_run.set_xlabel("key blocks read")
+    ax_run.legend(fontsize=8, loc="upper left")
+
+    def update(state, block: int, trace, done: int, title_grid: str, title_run: str):
+        L = len(state)
+        image.set_data(_to_numpy(state))
+        image.set_extent((-0.5, L - 0.5, L - 0.5, -0.5))
+        ax_grid.set_xticks(np.arange(-0.5, L, block), minor=True)
+        ax_grid.set_yticks(np.arange(-0.5, L, block), minor=True)
+        ax_grid.grid(which="minor", color="white", lw=0.8)
+        ax_grid.tick_params(which="minor", length=0)
+        ax_grid.set_title(title_grid, fontsize=9)
+        steps = np.arange(1, done + 1)
+        m_line.set_data(steps, [t["m"] for t in trace[:done]])
+        l_line.set_data(steps, [t["l"] for t in trace[:done]])
+        m_final.set_ydata([trace[-1]["m"]] * 2)
+        l_final.set_ydata([trace[-1]["l"]] * 2)
+        ax_run.set_xlim(0.5, max(len(trace), 2) + 0.5)
+        top = max(max(t["m"] for t in trace), max(t["l"] for t in trace))
+        ax_run.set_ylim(min(0, min(t["m"] for t in trace)) - 0.5, top * 1.15 + 0.5)
+        ax_run.set_title(title_run, fontsize=9)
+
+    return update
+
+
+def sparse_reach_panel(fig, max_len: int):
+    """Chapter 7: a sparse mask and, per position, the layers until the last token
+    depends on it (negative: never; drawn as a gap).
+
+    Returns ``update(mask (L, L), layers (L,), title_mask, title_reach)``.
+    """
+    ax_mask, ax_reach = fig.subplots(1, 2, width_ratios=[1, 1.3])
+    image = mask_plot(np.zeros((max_len, max_len)), ax=ax_mask)
+    line, = ax_reach.step([], [], where="mid", color=color(0.25))
+    ax_reach.set_xlabel("position j")
+    ax_reach.set_ylabel("layers until the last token\ndepends on position j")
+    ax_reach.set_xlim(-0.5, max_len - 0.5)
+    note = ax_reach.text(0.98, 0.97, "", transform=ax_reach.transAxes, va="top", ha="right",
+                         fontsize=8)
+
+    def update(mask, layers, title_mask: str, title_reach: str):
+        L = len(mask)
+        layers = _to_numpy(layers)
+        image.set_data(_to_numpy(mask).astype(float))
+        image.set_extent((-0.5, L - 0.5, L - 0.5, -0.5))
+        ax_mask.set_title(title_mask, fontsize=9)
+        line.set_data(np.arange(L), np.where(layers < 0, np.nan, layers))  # gaps: never reached
+        ax_reach.set_ylim(0, layers.max() * 1.15 + 1)
+        ax_reach.set_title(title_reach, fontsize=9)
+        never, most = int((layers < 0).sum()), int(layers.max())
+        note.set_text(f"{never} positions never reached" if never else
+                      f"every position within {most} layer{'s' if most != 1 else ''}")
+
+    return update
+
+
+def alignment_panel(fig, max_source: int):
+    """Chapter 6: an encoder-decoder's alignment, output words by source words.
+
+    Returns ``update(weights (T_out, T_src), output_words, source_words, title)``.
+    """
+    ax = fig.subplots()
+    image = heatmap(np.zeros((max_source + 1, max_source)), ax=ax, colorbar=True)
+
+    def update(weights, output_words: Sequence[str], source_words: Sequence[str], title: str):
+        image.set_data(_to_numpy(weights))
+        image.set_extent((-0.5, len(source_words) - 0.5, len(output_words) - 0.5, -0.5))
+        set_token_ticks(ax, output_words, source_words)
+        ax.set_xlabel("source word")
+        ax.set_ylabel("output word")
+        ax.set_title(title, fontsize=9)
+
+    return update

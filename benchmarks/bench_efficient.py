@@ -4,12 +4,13 @@ banded kernel's ratios at N=16384 with a window of 256 (all from the same run)."
 
 from __future__ import annotations
 
+from functools import partial
+
 import torch
 
 from _timing import fitted_exponent, machine, median_seconds, peak_memory_bytes, steady_allocator
-from attention_core import scaled_dot_product_attention
-from attention_core.linear import linear_attention, linformer_attention, pooling_projection
-from attention_core.sparse import lsh_attention, sliding_window_attention
+from attention_core import ATTENTION_FUNCTIONS
+from attention_core.linear import pooling_projection
 
 DENSE_LENGTHS = (4096, 8192, 16384, 32768)  # up to 4 GiB of weights
 LONG_LENGTHS = (16384, 32768, 65536, 131072)  # O(N) kernels: data beyond the 32 MiB L3 cache
@@ -19,25 +20,37 @@ AT = 16384  # where the targets are set
 # streams from main memory, as N -> infinity does.
 
 
+def kernel(name: str, N: int, window: int):
+    """The registry's kernel behind a result name, its options fixed for length N."""
+    registry_name, options = {
+        "banded": ("sliding_window", {"window": window}),
+        "linear": ("linear", {}),
+        "linear_causal": ("linear", {"is_causal": True}),
+        "linformer": ("linformer", {"key_projection": pooling_projection(128, N)}),
+        "lsh": ("lsh", {"num_buckets": 16, "chunk_size": 64}),
+        "dense": ("eager", {}),
+    }[name]
+    return partial(ATTENTION_FUNCTIONS[registry_name], **options)
+
+
 def run(D=64, window=256) -> dict:
     steady_allocator()  # time the kernels, not the page faults of fresh allocations
     torch.manual_seed(0)
-    methods = {
-        "banded": lambda q, k, v: sliding_window_attention(q, k, v, window),
-        "linear": lambda q, k, v: linear_attention(q, k, v),
-        "linear_causal": lambda q, k, v: linear_attention(q, k, v, causal=True),
-        "linformer": lambda q, k, v: linformer_attention(q, k, v, pooling_projection(128, q.size(-2))),
-        "lsh": lambda q, k, v: lsh_attention(q, v, num_buckets=16, chunk_size=64),
-        "dense": lambda q, k, v: scaled_dot_product_attention(q, k, v),
-    }
+    methods = ("banded", "linear", "linear_causal", "linformer", "lsh", "dense")
     lengths = {name: DENSE_LENGTHS if name == "dense" else LONG_LENGTHS for name in methods}
-    inputs = {N: [torch.randn(1, 1, N, D) for _ in range(3)] for N in set(DENSE_LENGTHS + LONG_LENGTHS)}
+    # queries = keys (one shared tensor): Reformer's LSH needs them shared, the others don't care
+    inputs = {}
+    for N in sorted(set(DENSE_LENGTHS + LONG_LENGTHS)):
+        qk, v = torch.randn(1, 1, N, D), torch.randn(1, 1, N, D)
+        inputs[N] = (qk, qk, v)
     seconds, memory = {}, {}
     with torch.no_grad():  # one method at a time over all N: the dense runs' large
-        for name, fn in methods.items():  # allocations do not disturb the others' timings
-            seconds[name] = [median_seconds(lambda: fn(*inputs[N]), repeats=5) for N in lengths[name]]
-        for name, fn in methods.items():
-            memory[name] = [peak_memory_bytes(lambda: fn(*inputs[N])) for N in lengths[name]]
+        for name in methods:  # allocations do not disturb the others' timings
+            fns = {N: kernel(name, N, window) for N in lengths[name]}
+            seconds[name] = [median_seconds(lambda: fns[N](*inputs[N]), repeats=5) for N in lengths[name]]
+        for name in methods:
+            fns = {N: kernel(name, N, window) for N in lengths[name]}
+            memory[name] = [peak_memory_bytes(lambda: fns[N](*inputs[N])) for N in lengths[name]]
     at = {name: lengths[name].index(AT) for name in methods}
     return {"lengths": lengths, "d": D, "window": window, "seconds": seconds,
             "peak_bytes": memory,

@@ -1,10 +1,18 @@
-"""Explorers in a live kernel: moving a control changes the figure's data in place."""
+"""Explorers in a live kernel and on the website: moving a control changes the figure's
+data in place; a live kernel renders only the frame it shows; the website build gets
+every frame and the player."""
+
+import json
+import re
+from importlib.resources import files
 
 import numpy as np
 import pytest
 
-from attention_core.explorers import Explorer, basics_explorer
+from attention_core.explorers import STATIC_FRAMES_ENV, Explorer, basics_explorer, engine
 from attention_core.toy_tasks import tokenize
+
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 
 @pytest.fixture(scope="module")
@@ -30,23 +38,54 @@ def test_moving_a_slider_updates_the_same_figure(explorer):
     length.value = 4
     assert heatmap_data(explorer).shape == (4, 4)
     np.testing.assert_allclose(heatmap_data(explorer).sum(-1), 1.0, rtol=1e-5)
+    temperature.value, length.value = 1.0, 10
 
 
-def test_static_view_has_every_frame_and_same_controls(explorer):
-    index, images = explorer.frames()
-    assert len(index) == 5 * 9  # every combination of the two controls
-    assert len(images) == len(set(images)) and len(images) <= len(index)
-    html = explorer.to_html()
-    for name in explorer.controls:
-        assert f"<span>{name}</span>" in html
+def test_sliders_show_human_labels_in_full(explorer):
+    sliders = explorer.widget().sliders
+    assert [s.description for s in sliders] == ["temperature τ", "tokens shown"]
+    assert all(s.style.description_width == "initial" for s in sliders)  # never cut to "temperat..."
+
+
+def test_a_live_kernel_renders_only_the_frame_it_shows(monkeypatch):
+    monkeypatch.delenv(STATIC_FRAMES_ENV, raising=False)
+    rendered = []
+    real = engine.png_bytes
+    monkeypatch.setattr(engine, "png_bytes", lambda fig, small=False: rendered.append(small) or real(fig, small))
+    live = basics_explorer(tokenize("the cat sat on the mat"))
+    bundle = live._repr_mimebundle_()
+    assert rendered == [False], "one frame for the widget, none for the website"
+    assert bundle[WIDGET_VIEW]["model_id"] == live.widget().model_id
+    assert "ac-frames" not in bundle["text/html"] and bundle["text/html"].count("<img") == 1
+    assert bundle["text/plain"] == "Explorer(temperature τ, tokens shown)"
+
+
+def test_the_website_build_gets_every_frame_and_the_player(monkeypatch, explorer):
+    monkeypatch.setenv(STATIC_FRAMES_ENV, "1")
     bundle = explorer._repr_mimebundle_()
-    assert {"text/html", "text/plain", "application/vnd.jupyter.widget-view+json"} <= set(bundle)
+    assert WIDGET_VIEW not in bundle, "the website has no widget manager"
+    page = bundle["text/html"]
+    data = json.loads(re.search(r'class="ac-frames">(.*?)</script>', page).group(1))
+    assert len(data["index"]) == 5 * 9  # every combination of the two controls
+    assert len(data["images"]) == len(set(data["images"])) <= len(data["index"])
+    assert data["names"] == ["temperature τ", "tokens shown"]
+    player = files("attention_core.explorers").joinpath("player.js").read_text()
+    assert player.strip() in page  # shipped as package data, inlined once per explorer
+    for label in data["names"]:
+        assert f"<span>{label}</span>" in page
+    assert 'aria-valuetext="1.0"' in page  # the value shown, not the slider position
 
 
 def test_bad_controls_are_rejected():
+    draw, compute = (lambda fig: (lambda: None)), (lambda **v: {})
     with pytest.raises(ValueError, match="controls must name at least one control"):
-        Explorer(lambda fig: (lambda: None), {})
+        Explorer(draw, compute, {})
     with pytest.raises(ValueError, match="control 'x' has no values"):
-        Explorer(lambda fig, x: (lambda x: None), {"x": []})
+        Explorer(draw, compute, {"x": []})
     with pytest.raises(ValueError, match=r"initial value x=5 is not one of \[1, 2\]"):
-        Explorer(lambda fig, x: (lambda x: None), {"x": [1, 2]}, initial={"x": 5})
+        Explorer(draw, compute, {"x": [1, 2]}, initial={"x": 5})
+
+
+def test_unknown_control_is_named(explorer):
+    with pytest.raises(ValueError, match="unknown control 'temp'"):
+        explorer.set(temp=1.0)

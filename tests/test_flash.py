@@ -7,7 +7,7 @@ import torch
 from torch.testing import assert_close
 
 from attention_core import causal_mask, scaled_dot_product_attention
-from attention_core.flash import flash_attention, online_softmax
+from attention_core.flash import flash_attention, flash_attention_lse, online_softmax
 
 
 def qkv(batch, L, S, E=8, Ev=6):
@@ -19,9 +19,10 @@ def qkv(batch, L, S, E=8, Ev=6):
 @pytest.mark.parametrize("causal", [False, True])
 def test_equals_naive_attention(L, S, block_q, block_k, causal):
     q, k, v = qkv((2, 3), L, S)
-    out, lse = flash_attention(q, k, v, is_causal=causal, block_q=block_q, block_k=block_k)
+    out, lse = flash_attention_lse(q, k, v, is_causal=causal, block_q=block_q, block_k=block_k)
     ref, weights = scaled_dot_product_attention(q, k, v, is_causal=causal)
     assert_close(out, ref)
+    assert_close(flash_attention(q, k, v, is_causal=causal, block_q=block_q, block_k=block_k)[0], out)
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
     if causal:
         scores = scores.masked_fill(~causal_mask(L, S), -math.inf)
@@ -37,8 +38,9 @@ def test_equals_naive_with_masks(kind):
         mask[:, 3] = False  # a query with no key at all
     else:
         mask = torch.randn(13, 11, dtype=torch.float64)
-    out, _ = flash_attention(q, k, v, attn_mask=mask, block_q=4, block_k=3)
+    out, weights = flash_attention(q, k, v, attn_mask=mask, block_q=4, block_k=3)
     ref, _ = scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    assert weights is None
     assert_close(out, ref)
     assert torch.isfinite(out).all()
 

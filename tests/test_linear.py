@@ -21,7 +21,9 @@ def qkv(batch, L, S=None, E=8, Ev=5):
 def test_noncausal_equals_the_quadratic_form(feature_map):
     q, k, v = qkv((2, 3), 11, 7)
     expected = kernel_attention_weights(q, k, feature_map) @ v
-    torch.testing.assert_close(linear_attention(q, k, v, feature_map), expected)
+    out, weights = linear_attention(q, k, v, feature_map)
+    assert weights is None
+    torch.testing.assert_close(out, expected)
 
 
 @pytest.mark.parametrize("chunk_size", [1, 3, 8, 64])
@@ -30,16 +32,16 @@ def test_causal_prefix_sums_equal_the_masked_quadratic_form(chunk_size):
     phi_q, phi_k = elu_feature_map(q), elu_feature_map(k)
     scores = (phi_q @ phi_k.transpose(-2, -1)) * torch.ones(19, 19, dtype=torch.bool).tril()
     expected = (scores / scores.sum(-1, keepdim=True)) @ v  # written out, independently
-    torch.testing.assert_close(linear_attention(q, k, v, causal=True, chunk_size=chunk_size), expected)
-    torch.testing.assert_close(kernel_attention_weights(q, k, causal=True) @ v, expected)
+    torch.testing.assert_close(linear_attention(q, k, v, is_causal=True, chunk_size=chunk_size)[0], expected)
+    torch.testing.assert_close(kernel_attention_weights(q, k, is_causal=True) @ v, expected)
 
 
 def test_causal_output_ignores_the_future():
     q, k, v = qkv((), 12)
-    out = linear_attention(q, k, v, causal=True, chunk_size=5)
+    out, _ = linear_attention(q, k, v, is_causal=True, chunk_size=5)
     k2, v2 = k.clone(), v.clone()
     k2[8:], v2[8:] = 100.0, -100.0
-    torch.testing.assert_close(linear_attention(q, k2, v2, causal=True, chunk_size=5)[:8], out[:8])
+    torch.testing.assert_close(linear_attention(q, k2, v2, is_causal=True, chunk_size=5)[0][:8], out[:8])
 
 
 def test_elu_weights_are_positive_rows_summing_to_one():
@@ -78,7 +80,7 @@ def test_performer_attention_approaches_softmax_attention_as_features_grow():
     exact, _ = scaled_dot_product_attention(q, k, v)
 
     def error(m):
-        errs = [(linear_attention(q, k, v, performer_feature_map(m, 16, seed=s)) - exact).norm() / exact.norm()
+        errs = [(linear_attention(q, k, v, performer_feature_map(m, 16, seed=s))[0] - exact).norm() / exact.norm()
                 for s in range(8)]
         return sum(errs) / len(errs)
 
@@ -96,7 +98,7 @@ def test_performer_features_are_positive_and_check_their_dim():
 @pytest.mark.parametrize("call,message", [
     (lambda: linear_attention(*qkv((), 4), feature_map="softmax"), "feature_map must be a callable or one of"),
     (lambda: linear_attention(*qkv((), 4), chunk_size=0), "chunk_size must be >= 1, got 0"),
-    (lambda: linear_attention(*qkv((), 4, 6), causal=True), r"as many keys as queries, got query \(4, 8\) and key \(6, 8\)"),
+    (lambda: linear_attention(*qkv((), 4, 6), is_causal=True), r"as many keys as queries, got query \(4, 8\) and key \(6, 8\)"),
     (lambda: random_features(0, 4), "num_features must be >= 1, got 0"),
     (lambda: performer_feature_map(8, 4, seed=-1), "seed must be >= 0, got -1"),
 ])
@@ -117,9 +119,10 @@ def test_linformer_with_identity_projections_is_dense_attention():
 
 def test_linformer_attends_over_projected_positions():
     q, k, v = qkv((2,), 50)
-    E, F = sequence_projection(8, 50, seed=0, dtype=torch.float64), sequence_projection(8, 50, seed=1, dtype=torch.float64)
-    out, weights = linformer_attention(q, k, v, E, F)
-    expected, _ = scaled_dot_product_attention(q, E @ k, F @ v)
+    P_K = sequence_projection(8, 50, seed=0, dtype=torch.float64)  # (R, S)
+    P_V = sequence_projection(8, 50, seed=1, dtype=torch.float64)
+    out, weights = linformer_attention(q, k, v, key_projection=P_K, value_projection=P_V)
+    expected, _ = scaled_dot_product_attention(q, P_K @ k, P_V @ v)
     assert weights.shape == (2, 50, 8)
     torch.testing.assert_close(out, expected)
 
@@ -127,7 +130,7 @@ def test_linformer_attends_over_projected_positions():
 def test_projection_is_seeded_and_scaled():
     P = sequence_projection(64, 4000, seed=0, dtype=torch.float64)
     assert torch.equal(P, sequence_projection(64, 4000, seed=0, dtype=torch.float64))
-    assert P.var().item() == pytest.approx(1 / 64, rel=0.05)  # entries N(0, 1/k)
+    assert P.var().item() == pytest.approx(1 / 64, rel=0.05)  # entries N(0, 1/R)
 
 
 def test_linformer_error_falls_as_k_grows():
@@ -140,10 +143,13 @@ def test_linformer_error_falls_as_k_grows():
 
 @pytest.mark.parametrize("call,message", [
     (lambda: linformer_attention(*qkv((), 6), torch.eye(5, dtype=torch.float64)),
-     r"E must be a \(k, N=6\) projection, got \(5, 5\)"),
+     r"key_projection must be an \(R, S=6\) projection, got \(5, 5\)"),
+    (lambda: linformer_attention(*qkv((), 6), torch.eye(6, dtype=torch.float64), torch.eye(5, dtype=torch.float64)),
+     r"value_projection must be an \(R, S=6\) projection, got \(5, 5\)"),
     (lambda: linformer_attention(*qkv((), 6), torch.ones(3, 6, dtype=torch.float64), torch.ones(2, 6, dtype=torch.float64)),
-     "the same k, got 3 and 2"),
-    (lambda: sequence_projection(0, 8), "k must be >= 1, got 0"),
+     r"the same R, got \(3, 6\) and \(2, 6\)"),
+    (lambda: sequence_projection(0, 8), "proj_len must be >= 1, got 0"),
+    (lambda: sequence_projection(4, 0), "seq_len must be >= 1, got 0"),
 ])
 def test_linformer_bad_parameters(call, message):
     with pytest.raises(ValueError, match=message):
@@ -157,5 +163,5 @@ def test_pooling_projection_averages_segments():
     P = pooling_projection(3, 10)
     torch.testing.assert_close(P.sum(-1), torch.ones(3))
     assert ((P > 0).sum(-1).tolist() == [3, 3, 4]) and torch.equal((P > 0).sum(0), torch.ones(10, dtype=torch.long))
-    with pytest.raises(ValueError, match="N must be >= 4, got 3"):
+    with pytest.raises(ValueError, match="seq_len must be >= 4, got 3"):
         pooling_projection(4, 3)

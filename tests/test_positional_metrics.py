@@ -81,11 +81,11 @@ def test_alibi_slopes_follow_the_paper():
 
 def test_tiny_transformer_positional_options():
     import pytest
-    from attention_core.toy_tasks import POSITIONAL, TinyTransformer
+    from attention_core.models import POSITIONAL, TinyTransformer
 
     x = torch.randint(1, 10, (2, 12))
     for positional in POSITIONAL:
-        model = TinyTransformer(10, max_len=8, positional=positional, causal=True, num_outputs=1)
+        model = TinyTransformer(10, max_len=8, positional=positional, is_causal=True, num_outputs=1)
         if positional == "learned":
             with pytest.raises(ValueError, match="learned positions stop at max_len=8; got a sequence of 12"):
                 model(x)

@@ -97,7 +97,7 @@ def test_bahdanau_uses_previous_state_and_luong_current_state():
     (before any token is read), Luong's is s_1 (after reading BOS)."""
     seen = {}
     for kind in ("bahdanau", "luong"):
-        model = Seq2Seq(kind, "dot", hidden_dim=8, embed_dim=4)
+        model = Seq2Seq(kind, "dot", hidden_size=8, embed_dim=4)
         queries = []
         model.score.register_forward_hook(lambda mod, args, out: queries.append(args[0].clone()))
         batch = encode_batch(["a b c"])
@@ -110,13 +110,13 @@ def test_bahdanau_uses_previous_state_and_luong_current_state():
 
 
 def test_decoder_input_sizes_follow_the_data_flow():
-    assert Seq2Seq("bahdanau", hidden_dim=8, embed_dim=4).cell.input_size == 4 + 8  # [y; c_t]
-    assert Seq2Seq("none", hidden_dim=8, embed_dim=4).cell.input_size == 4 + 8  # [y; c]
-    assert Seq2Seq("luong", "general", hidden_dim=8, embed_dim=4).cell.input_size == 4  # y only
+    assert Seq2Seq("bahdanau", hidden_size=8, embed_dim=4).cell.input_size == 4 + 8  # [y; c_t]
+    assert Seq2Seq("none", hidden_size=8, embed_dim=4).cell.input_size == 4 + 8  # [y; c]
+    assert Seq2Seq("luong", "general", hidden_size=8, embed_dim=4).cell.input_size == 4  # y only
 
 
 def test_padding_in_a_batch_does_not_change_a_translation():
-    model = Seq2Seq("luong", "general", hidden_dim=16, embed_dim=8).eval()
+    model = Seq2Seq("luong", "general", hidden_size=16, embed_dim=8).eval()
     alone = encode_batch(["a b c"])
     padded = encode_batch(["a b c", "d e f g h i"])
     with torch.no_grad():
@@ -153,7 +153,7 @@ def test_same_seed_same_model():
     (lambda: attend(make_score("dot", 4, 4), torch.randn(2, 4), torch.randn(2, 5, 4),
                     torch.ones(2, 4, dtype=torch.bool)), r"mask must be bool of shape \(B, S\) = \(2, 5\)"),
     (lambda: Seq2Seq("global"), "attention must be one of"),
-    (lambda: Seq2Seq(hidden_dim=7), "hidden_dim must be even"),
+    (lambda: Seq2Seq(hidden_size=7), "hidden_size must be even"),
     (lambda: random_sentences(torch.Generator(), 4, 5, 3), "max_len must be >= 5, got 3"),
 ])
 def test_bad_parameters_raise_clear_errors(call, message):
@@ -165,8 +165,8 @@ def test_bad_parameters_raise_clear_errors(call, message):
 def test_alignment_explorer_takes_typed_sentences_and_rejects_bad_ones():
     from attention_core.explorers import alignment_explorer
 
-    models = {"bahdanau": Seq2Seq("bahdanau", hidden_dim=8, embed_dim=4).eval(),
-              "luong": Seq2Seq("luong", "dot", hidden_dim=8, embed_dim=4).eval()}
+    models = {"bahdanau": Seq2Seq("bahdanau", hidden_size=8, embed_dim=4).eval(),
+              "luong": Seq2Seq("luong", "dot", hidden_size=8, embed_dim=4).eval()}
     explorer = alignment_explorer(models, ["a b c", "d e f g"])
     view = explorer.widget()
     before = view.image.value
@@ -185,7 +185,7 @@ def test_alignment_accuracy_scores_the_reversed_diagonal():
     class Fixed(Seq2Seq):
         """Returns chosen weights: the right source word, or its left neighbour."""
         def __init__(self, shift):
-            super().__init__("luong", "dot", hidden_dim=8, embed_dim=4)
+            super().__init__("luong", "dot", hidden_size=8, embed_dim=4)
             self.shift = shift
 
         def forward(self, src, src_lengths, tgt_in):
@@ -201,3 +201,32 @@ def test_alignment_accuracy_scores_the_reversed_diagonal():
     assert alignment_accuracy(Fixed(1), sentences) == pytest.approx(2 / 6)  # only where clipped to 0
     with pytest.raises(ValueError, match="attention='none'"):
         alignment_accuracy(Seq2Seq("none"), sentences)
+
+
+def test_unknown_decoder_names_the_allowed_ones():
+    with pytest.raises(ValueError, match=r"attention must be one of \['none', 'bahdanau', 'luong'\], "
+                                         r"got 'global'"):
+        Seq2Seq("global")
+
+
+@pytest.mark.parametrize("kind", ["none", "bahdanau", "luong"])
+def test_every_decoder_step_has_one_signature(kind):
+    """Each entry of DECODERS is a step ``(model, y, state, h, mask, c) -> (logits, state,
+    weights or None)``; ``Seq2Seq.step`` is that function, and only the attending
+    decoders have a score and give weights."""
+    from attention_core.seq2seq import DECODERS, TARGET_VOCAB
+
+    model = Seq2Seq(kind, "general", hidden_size=8, embed_dim=4).eval()
+    batch = encode_batch(["a b c", "d e"])
+    with torch.no_grad():
+        h, mask, s0 = model.encode(batch.src, batch.src_lengths)
+        y = model.tgt_embed(batch.tgt_in[:, 0])
+        logits, state, weights = DECODERS[kind].step(model, y, s0, h, mask, s0)
+        again = model.step(y, s0, h, mask, s0)
+    assert logits.shape == (2, len(TARGET_VOCAB)) and state.shape == (2, 8)
+    assert (model.score is None) == (kind == "none") and (weights is None) == (kind == "none")
+    if weights is not None:
+        assert weights.shape == (2, 3) and weights[1, 2] == 0  # "d e" has no third word
+        torch.testing.assert_close(again[2], weights)
+    torch.testing.assert_close(again[0], logits)
+    torch.testing.assert_close(again[1], state)

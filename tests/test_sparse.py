@@ -100,14 +100,39 @@ def qkv(batch, n, E=8, Ev=6, dtype=torch.float64):
                                             (9, 20, None), (33, 1, 4)])
 def test_banded_equals_dense_with_the_same_mask(n, window, block, causal):
     q, k, v = qkv((2, 3), n)
-    banded = sliding_window_attention(q, k, v, window, causal=causal, block_size=block)
+    banded, weights = sliding_window_attention(q, k, v, window, is_causal=causal, block_size=block)
     dense, _ = scaled_dot_product_attention(q, k, v, attn_mask=sliding_window_mask(n, window, causal))
+    assert weights is None
     torch.testing.assert_close(banded, dense)
+
+
+@pytest.mark.parametrize("kind", ["padding", "float"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_banded_with_an_attn_mask_equals_torch_with_the_combined_mask(kind, causal):
+    """Inside the band, ``attn_mask`` applies as in dense attention; reference: PyTorch's
+    own attention with band & mask. A query with no key left must get zeros (PyTorch
+    versions differ there, NaN or zeros, so those rows are checked on their own)."""
+    q, k, v = qkv((2, 3), 23)
+    band = sliding_window_mask(23, 4, causal)
+    if kind == "padding":
+        mask = (torch.arange(23) < torch.tensor([23, 15]).view(2, 1, 1, 1))  # (B, 1, 1, S)
+        mask = mask & (torch.arange(23) != 5).view(1, 1, 23, 1)  # query 5 sees no key
+        ref = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=band & mask)
+    else:
+        mask = torch.randn(3, 23, 23, dtype=torch.float64)
+        ref = torch.nn.functional.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask.masked_fill(~band, -math.inf))
+    out, _ = sliding_window_attention(q, k, v, 4, attn_mask=mask, is_causal=causal, block_size=5)
+    dead = torch.zeros(2, 3, 23, dtype=torch.bool)  # (B, H, T): queries with no key left
+    if kind == "padding":
+        dead = ~(band & mask).any(-1).expand(2, 3, 23)
+        assert dead.any() and (out[dead] == 0).all()
+    torch.testing.assert_close(out[~dead], ref[~dead])
 
 
 def test_banded_gradients_and_scale_match_dense():
     q, k, v = (t.requires_grad_() for t in qkv((2,), 20))
-    banded = sliding_window_attention(q, k, v, 4, scale=0.3)
+    banded, _ = sliding_window_attention(q, k, v, 4, scale=0.3)
     grads = torch.autograd.grad(banded.square().sum(), (q, k, v))
     dense, _ = scaled_dot_product_attention(q, k, v, attn_mask=sliding_window_mask(20, 4), scale=0.3)
     for mine, ref in zip(grads, torch.autograd.grad(dense.square().sum(), (q, k, v))):
@@ -137,6 +162,11 @@ def test_banded_memory_grows_with_the_band_not_the_square(n, largest_tensor):
     (lambda: sliding_window_attention(*qkv((), 5), 2, block_size=0), "block_size must be >= 1, got 0"),
     (lambda: sliding_window_attention(torch.randn(4, 8), torch.randn(5, 8), torch.randn(5, 2), 2),
      r"as many keys as queries, got query \(4, 8\) and key \(5, 8\)"),
+    (lambda: sliding_window_attention(*qkv((), 5), 2, attn_mask=torch.ones(4, 5, dtype=torch.bool)),
+     r"attn_mask of shape \(4, 5\) does not broadcast to the scores \(..., L, S\) \(5, 5\)"),
+    (lambda: sliding_window_attention(*qkv((), 5), 2, attn_mask=torch.ones(5, 5, dtype=torch.long)),
+     "attn_mask must be bool"),
+    (lambda: sliding_window_attention(*qkv((), 5), 2, scale=-1.0), "scale must be a positive finite number"),
 ])
 def test_bad_parameters_raise_clear_errors(call, message):
     with pytest.raises((ValueError, TypeError), match=message):
@@ -149,7 +179,9 @@ def test_lsh_with_one_bucket_and_one_chunk_is_dense_shared_qk_attention():
     qk, v = torch.randn(2, 3, 32, 8, dtype=torch.float64), torch.randn(2, 3, 32, 5, dtype=torch.float64)
     keys = qk / qk.norm(dim=-1, keepdim=True)
     dense, _ = scaled_dot_product_attention(qk, keys, v, attn_mask=~torch.eye(32, dtype=torch.bool))
-    torch.testing.assert_close(lsh_attention(qk, v, num_buckets=1, chunk_size=32), dense)
+    out, weights = lsh_attention(qk, qk, v, num_buckets=1, chunk_size=32)
+    assert weights is None
+    torch.testing.assert_close(out, dense)
 
 
 def test_lsh_within_buckets_equals_dense_attention_restricted_to_buckets():
@@ -160,7 +192,7 @@ def test_lsh_within_buckets_equals_dense_attention_restricted_to_buckets():
     allowed |= ~allowed.any(-1, keepdim=True) & torch.eye(40, dtype=torch.bool)  # alone: itself
     keys = qk / qk.norm(dim=-1, keepdim=True)
     dense, _ = scaled_dot_product_attention(qk, keys, v, attn_mask=allowed)
-    torch.testing.assert_close(lsh_attention(qk, v, num_buckets=4, chunk_size=40, seed=3), dense)
+    torch.testing.assert_close(lsh_attention(qk, qk, v, num_buckets=4, chunk_size=40, seed=3)[0], dense)
 
 
 def test_lsh_is_seeded_and_shapes_hold():
@@ -170,9 +202,11 @@ def test_lsh_is_seeded_and_shapes_hold():
     assert not torch.equal(lsh_buckets(x, 8, seed=1), lsh_buckets(x, 8, seed=2))
     assert lsh_buckets(x, 8).max() < 8
     v = torch.randn(2, 64, 5)
-    out = lsh_attention(x, v, 8, chunk_size=16, num_hashes=2, seed=4)
+    out, _ = lsh_attention(x, x, v, 8, chunk_size=16, num_hashes=2, seed=4)
     assert out.shape == (2, 64, 5)
-    torch.testing.assert_close(out, lsh_attention(x, v, 8, chunk_size=16, num_hashes=2, seed=4))
+    torch.testing.assert_close(out, lsh_attention(x, x, v, 8, chunk_size=16, num_hashes=2, seed=4)[0])
+    # a key equal in value to the query is the same shared query/key
+    torch.testing.assert_close(out, lsh_attention(x, x.clone(), v, 8, chunk_size=16, num_hashes=2, seed=4)[0])
 
 
 def test_more_hashes_recover_more_of_the_true_top_keys():
@@ -187,9 +221,14 @@ def test_more_hashes_recover_more_of_the_true_top_keys():
 @pytest.mark.parametrize("call,message", [
     (lambda: lsh_buckets(torch.randn(4, 2), 3), "num_buckets must be 1 or even, got 3"),
     (lambda: lsh_buckets(torch.randn(4, 2), 4, 0), "num_hashes must be >= 1, got 0"),
-    (lambda: lsh_attention(torch.randn(10, 4), torch.randn(10, 2), 2, chunk_size=4),
-     "N=10 must be a multiple of chunk_size=4"),
-    (lambda: lsh_candidates(torch.randn(2, 10, 4), 2), r"qk must be \(N, E\)"),
+    (lambda: lsh_attention(*[torch.randn(10, 4)] * 2, torch.randn(10, 2), 2, chunk_size=4),
+     "T=10 must be a multiple of chunk_size=4"),
+    (lambda: lsh_attention(torch.randn(8, 4), torch.randn(8, 4), torch.randn(8, 2), 2, chunk_size=4),
+     r"shares queries and keys \(Reformer\): key must be query itself, got a different key of "
+     r"shape \(8, 4\) for query \(8, 4\)"),
+    (lambda: lsh_attention(torch.randn(8, 4), torch.randn(6, 4), torch.randn(6, 2), 2, chunk_size=2),
+     "key must be query itself"),
+    (lambda: lsh_candidates(torch.randn(2, 10, 4), 2), r"qk must be \(T, E\)"),
 ])
 def test_lsh_bad_parameters(call, message):
     with pytest.raises(ValueError, match=message):

@@ -1,0 +1,34 @@
+"""Explorers: a figure driven by controls, live in a kernel and alive on the website.
+
+* :mod:`~attention_core.explorers.engine`: :class:`Explorer` (state, figure, the
+  choice of view);
+* :mod:`~attention_core.explorers.live`: the ipywidgets view (ipywidgets 7.7+ and 8);
+* :mod:`~attention_core.explorers.static`: the website's view, frames rendered at
+  build time and swapped by ``player.js``;
+* :mod:`~attention_core.explorers.chapters`: the book's explorers, one per chapter,
+  each a ``compute`` over a panel of :mod:`attention_core.viz`.
+"""
+
+from .chapters import (SPARSE_PATTERNS, AlignmentExplorer, alignment_explorer, basics_explorer,
+                       heads_explorer, kv_sharing_explorer, masking_explorer, positional_explorer,
+                       scaling_explorer, self_attention_explorer, sparse_mask_explorer,
+                       tiling_explorer)
+from .engine import STATIC_FRAMES_ENV, Explorer, static_frames_requested
+
+__all__ = [
+    "STATIC_FRAMES_ENV",
+    "SPARSE_PATTERNS",
+    "AlignmentExplorer",
+    "Explorer",
+    "alignment_explorer",
+    "basics_explorer",
+    "heads_explorer",
+    "kv_sharing_explorer",
+    "masking_explorer",
+    "positional_explorer",
+    "scaling_explorer",
+    "self_attention_explorer",
+    "sparse_mask_explorer",
+    "static_frames_requested",
+    "tiling_explorer",
+]

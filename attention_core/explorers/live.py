@@ -1,0 +1,48 @@
+"""The live view of an explorer: ipywidgets sliders over the image of its figure.
+
+Works with ipywidgets 7.7+ (Colab, classic Notebook) and 8.x (JupyterLab 4,
+Notebook 7). The two versions display widgets differently (7 through
+``_ipython_display_``, 8 through ``_repr_mimebundle_``), so the explorer builds the
+widget-view output itself, which both front ends render the same way.
+"""
+
+from __future__ import annotations
+
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+def widget_view_mimebundle(widget) -> dict:
+    """The output that shows ``widget`` in any Jupyter front end with a widget manager."""
+    model_id = getattr(widget, "model_id", None) or widget._model_id  # 8.x, 7.x
+    return {WIDGET_VIEW: {"version_major": 2, "version_minor": 0, "model_id": model_id}}
+
+
+def _slider(explorer, name: str, on_change):
+    import ipywidgets as w
+
+    values = explorer.controls[name]
+    slider = w.SelectionSlider(
+        options=[(str(v), v) for v in values], value=explorer.values[name],
+        description=explorer.labels[name], continuous_update=False,  # one redraw when it settles
+        style={"description_width": "initial"},  # the whole label, never "temperat..."
+        layout=w.Layout(width="auto", min_width="16em", margin="0 1.5em 0 0"))
+    slider.observe(lambda change: on_change(name, change["new"]), names="value")
+    return slider
+
+
+def widget_view(explorer):
+    """A ``VBox`` of the sliders (wrapping on narrow screens) over the figure's image;
+    moving a slider updates the figure in place and replaces the image. The box has
+    ``.sliders`` (in the order of the controls) and ``.image``."""
+    import ipywidgets as w
+
+    image = w.Image(value=explorer.current_png(), format="png",
+                    layout=w.Layout(max_width="100%", height="auto"))
+
+    def moved(name, value):
+        image.value = explorer.set(**{name: value})
+
+    sliders = [_slider(explorer, name, moved) for name in explorer.controls]
+    box = w.VBox([w.HBox(sliders, layout=w.Layout(flex_flow="row wrap")), image])
+    box.sliders, box.image = sliders, image
+    return box

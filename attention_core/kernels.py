@@ -1,0 +1,57 @@
+"""One contract for every attention kernel, and a dict to pick one by name.
+
+Every kernel is called as ``fn(query, key, value, **options)`` and returns
+``(output, weights or None)``, as HuggingFace's attention functions do
+(``ALL_ATTENTION_FUNCTIONS``): ``output`` is ``(..., L, Ev)``; ``weights`` is
+``(..., L, S)`` for a kernel that forms them and ``None`` for one whose point is not to.
+A model or a benchmark picks a variant from :data:`ATTENTION_FUNCTIONS` instead of
+growing a flag for each, and fixes a kernel's options with :func:`functools.partial`::
+
+    fn = functools.partial(ATTENTION_FUNCTIONS["sliding_window"], window=64)
+    output, _ = fn(query, key, value)
+
+Shape legend: ``...`` batch dims (e.g. B, H), L query length, S key length, T length of
+one token sequence (self-attention, L = S = T), E query/key dim per head (d_k), Ev value
+dim per head (d_v), R Linformer's projected length.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from .flash import flash_attention
+from .functional import scaled_dot_product_attention
+from .linear import linear_attention, linformer_attention
+from .sparse import lsh_attention, sliding_window_attention
+
+AttentionFunction = Callable[..., tuple]
+
+ATTENTION_FUNCTIONS: dict[str, AttentionFunction] = {
+    "eager": scaled_dot_product_attention,
+    "flash": flash_attention,
+    "sliding_window": sliding_window_attention,
+    "linear": linear_attention,
+    "linformer": linformer_attention,
+    "lsh": lsh_attention,
+}
+"""Name -> kernel ``fn(query, key, value, **options) -> (output, weights or None)``.
+
+- ``"eager"``: :func:`~attention_core.functional.scaled_dot_product_attention`; options
+  ``attn_mask``, ``is_causal``, ``scale``, ``dropout_p``; weights ``(..., L, S)``.
+- ``"flash"``: :func:`~attention_core.flash.flash_attention`; options ``attn_mask``,
+  ``is_causal``, ``scale``, ``block_q``, ``block_k``; weights None.
+- ``"sliding_window"``: :func:`~attention_core.sparse.sliding_window_attention`; needs
+  ``window``; options ``attn_mask``, ``is_causal``, ``scale``, ``block_size``; weights None.
+- ``"linear"``: :func:`~attention_core.linear.linear_attention`; options
+  ``feature_map``, ``is_causal``, ``chunk_size``, ``eps``; weights None.
+- ``"linformer"``: :func:`~attention_core.linear.linformer_attention`; needs
+  ``key_projection (R, S)``; options ``value_projection``, ``scale``; weights
+  ``(..., L, R)``, over the R projected positions rather than the S keys.
+- ``"lsh"``: :func:`~attention_core.sparse.lsh_attention`; needs ``num_buckets``;
+  options ``chunk_size``, ``num_hashes``, ``seed``; ``key`` must be ``query`` (Reformer
+  shares them); weights None.
+
+The exact kernels (``eager``, ``flash``, and ``sliding_window`` with its band as the
+mask) equal ``torch.nn.functional.scaled_dot_product_attention``; the others are
+different attentions (chapter 7).
+"""

@@ -1,0 +1,158 @@
+"""Small transformers built from the package's attention, for the chapters to train.
+
+:class:`Block` is one pre-norm transformer block; :class:`TinyTransformer` stacks them
+over token embeddings and picks how token order enters from :data:`POSITIONAL`. The
+maths modules never import this one: models use attention, not the other way round.
+
+Shape legend: B batch, T sequence length, D model width (``embed_dim``), H heads,
+V vocabulary size.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+from torch import nn
+
+from .multihead import MultiHeadAttention
+from .positional import alibi_bias, sinusoidal_encoding
+
+
+class Block(nn.Module):
+    """A pre-norm transformer block, as in GPT-2 (Radford et al., 2019):
+    ``x + attn(norm1(x))``, then ``+ mlp(norm2(x))``. Normalising before each sublayer
+    leaves the residual path an identity, which keeps small models easy to train.
+
+    The MLP is ``Linear(D, ff_dim) -> GELU -> Linear(ff_dim, D)``, ``ff_dim`` 4D by
+    default. ``num_kv_heads`` and ``rope`` go to :class:`MultiHeadAttention`.
+    """
+
+    def __init__(self, embed_dim: int, num_heads: int, num_kv_heads: int | None = None,
+                 ff_dim: int | None = None, rope: bool = False):
+        super().__init__()
+        ff_dim = 4 * embed_dim if ff_dim is None else ff_dim
+        self.norm1 = nn.LayerNorm(embed_dim)
+        self.attn = MultiHeadAttention(embed_dim, num_heads, num_kv_heads, rope=rope)
+        self.norm2 = nn.LayerNorm(embed_dim)
+        self.mlp = nn.Sequential(nn.Linear(embed_dim, ff_dim), nn.GELU(), nn.Linear(ff_dim, embed_dim))
+
+    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None = None,
+                is_causal: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        """``x (B, T, D)`` -> ``(output (B, T, D), weights (B, H, T, T))``; ``attn_mask``
+        and ``is_causal`` as in :func:`~attention_core.scaled_dot_product_attention`."""
+        attended, weights = self.attn(self.norm1(x), attn_mask=attn_mask, is_causal=is_causal)
+        x = x + attended  # (B, T, D)
+        x = x + self.mlp(self.norm2(x))  # (B, T, D)
+        return x, weights
+
+
+# --- how token order enters ------------------------------------------------------
+
+
+class LearnedPositions(nn.Module):
+    """A learned vector for each of ``max_len`` positions, added to the input (GPT-2).
+    It knows nothing about positions it never saw, so longer inputs are refused."""
+
+    def __init__(self, max_len: int, embed_dim: int):
+        super().__init__()
+        self.max_len = max_len
+        self.embedding = nn.Embedding(max_len, embed_dim)
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        """``h (B, T, D)`` -> ``h`` plus the first T position vectors, ``(B, T, D)``."""
+        T = h.size(1)
+        if T > self.max_len:
+            raise ValueError(f"learned positions stop at max_len={self.max_len}; "
+                             f"got a sequence of {T} tokens")
+        return h + self.embedding(torch.arange(T, device=h.device))
+
+
+class SinusoidalPositions(nn.Module):
+    """Vaswani et al.'s (2017) fixed sinusoids added to the input. No parameters, and no
+    length limit: ``max_len`` is accepted for the common signature and ignored."""
+
+    def __init__(self, max_len: int, embed_dim: int):
+        super().__init__()
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        """``h (B, T, D)`` -> ``h + PE[:T]``, ``(B, T, D)``."""
+        return h + sinusoidal_encoding(h.size(1), h.size(-1), device=h.device, dtype=h.dtype)
+
+
+@dataclass(frozen=True)
+class Positional:
+    """Where one positional scheme puts order into the model. There are three places,
+    and each scheme uses at most one:
+
+    * ``add_to_input(max_len, embed_dim)`` builds a module ``h (B, T, D) -> (B, T, D)``
+      that adds position vectors to the token embeddings;
+    * ``rotary``: RoPE rotates queries and keys inside every attention layer;
+    * ``score_bias(num_heads, T, device=, dtype=)`` gives a bias ``(H, T, T)`` added to
+      the attention scores.
+    """
+
+    add_to_input: Callable[[int, int], nn.Module] | None = None
+    rotary: bool = False
+    score_bias: Callable[..., torch.Tensor] | None = None
+
+
+POSITIONAL: dict[str, Positional] = {
+    "learned": Positional(add_to_input=LearnedPositions),
+    "sinusoidal": Positional(add_to_input=SinusoidalPositions),
+    "rope": Positional(rotary=True),
+    "alibi": Positional(score_bias=alibi_bias),
+    "none": Positional(),
+}
+"""The ways :class:`TinyTransformer` can put position information in, by name."""
+
+
+class TinyTransformer(nn.Module):
+    """Pre-norm transformer blocks (:class:`Block`) reading a token sequence and
+    predicting ``num_outputs`` tokens at each position. Every attention layer returns
+    its weights, so chapters can draw them.
+
+    ``positional`` picks how order enters (a name in :data:`POSITIONAL`): learned
+    absolute embeddings for ``max_len`` positions, sinusoidal ones added to the input,
+    RoPE on queries and keys, ALiBi biases on the scores, or none. ``is_causal`` masks
+    the future.
+    """
+
+    def __init__(self, vocab_size: int, max_len: int, embed_dim: int = 64, num_heads: int = 2,
+                 num_layers: int = 1, num_outputs: int = 2, num_kv_heads: int | None = None,
+                 positional: str = "learned", is_causal: bool = False):
+        super().__init__()
+        if positional not in POSITIONAL:
+            raise ValueError(f"positional must be one of {list(POSITIONAL)}, got {positional!r}")
+        scheme = POSITIONAL[positional]
+        self.vocab_size, self.num_outputs, self.num_heads = vocab_size, num_outputs, num_heads
+        self.positional, self.is_causal, self.max_len = positional, is_causal, max_len
+        self.token = nn.Embedding(vocab_size, embed_dim)
+        self.position = None if scheme.add_to_input is None else scheme.add_to_input(max_len, embed_dim)
+        self.blocks = nn.ModuleList(Block(embed_dim, num_heads, num_kv_heads, rope=scheme.rotary)
+                                    for _ in range(num_layers))
+        self.norm = nn.LayerNorm(embed_dim)
+        self.head = nn.Linear(embed_dim, num_outputs * vocab_size)
+
+    def embed(self, x: torch.Tensor) -> torch.Tensor:
+        """Token embeddings plus absolute positions, if any: ``(B, T)`` -> ``(B, T, D)``."""
+        h = self.token(x)  # (B, T, D)
+        return h if self.position is None else self.position(h)
+
+    def score_bias(self, T: int, like: torch.Tensor) -> torch.Tensor | None:
+        """The scheme's bias on the scores, ``(H, T, T)`` on ``like``'s device, or None."""
+        bias = POSITIONAL[self.positional].score_bias
+        return None if bias is None else bias(self.num_heads, T, device=like.device, dtype=like.dtype)
+
+    def forward(self, x: torch.Tensor):
+        """``x (B, T)`` -> ``(logits (B, T, num_outputs, V), [weights (B, H, T, T) per layer])``."""
+        B, T = x.shape
+        h = self.embed(x)  # (B, T, D)
+        bias = self.score_bias(T, h)  # (H, T, T) or None
+        all_weights = []
+        for block in self.blocks:
+            h, weights = block(h, attn_mask=bias, is_causal=self.is_causal)
+            all_weights.append(weights)
+        logits = self.head(self.norm(h)).view(B, T, self.num_outputs, self.vocab_size)
+        return logits, all_weights

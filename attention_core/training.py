@@ -1,0 +1,58 @@
+"""The one training loop of the book: every chapter that trains a model calls
+:func:`train_model`. The maths modules never import this one.
+
+Shape legend: B batch, T sequence length, V vocabulary size.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Callable
+
+import torch
+
+
+def token_loss(model: torch.nn.Module, batch: tuple) -> torch.Tensor:
+    """Cross-entropy of ``model(x)`` against ``y`` for a batch ``(x (B, T), y (B, T, ...))``;
+    the model returns ``(logits (B, T, ..., V), anything)`` and has a ``vocab_size``."""
+    x, y = batch
+    logits, _ = model(x)
+    return torch.nn.functional.cross_entropy(logits.reshape(-1, model.vocab_size), y.reshape(-1))
+
+
+def train_model(model: torch.nn.Module, make_batch: Callable[[torch.Generator], Any],
+                steps: int, lr: float = 3e-3, seed: int = 0, progress: bool = True,
+                desc: str = "training", loss_fn: Callable[[Any, Any], torch.Tensor] = token_loss):
+    """Train ``model`` with AdamW on batches from ``make_batch(generator)``, seeded;
+    ``loss_fn(model, batch)`` gives the loss (default :func:`token_loss`). Returns
+    ``(model in eval mode, losses)``.
+
+    ``progress`` shows a text tqdm bar on stdout (it renders in notebooks, terminals
+    and the built website).
+    """
+    from tqdm.std import tqdm
+
+    torch.manual_seed(seed)
+    g = torch.Generator().manual_seed(seed)
+    model.train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    losses = []
+    tqdm.monitor_interval = 0  # no monitor thread inside a notebook kernel
+    bar = tqdm(range(steps), desc=desc, file=sys.stdout, disable=not progress,
+               mininterval=5.0, ncols=80, ascii=True)
+    threads = torch.get_num_threads()
+    # Tiny matrices gain nothing from a second thread, and OpenMP's barriers between
+    # threads make each step up to 10x slower when another process shares the cores.
+    torch.set_num_threads(1)
+    try:
+        for _ in bar:
+            loss = loss_fn(model, make_batch(g))
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+            bar.set_postfix(loss=f"{loss.item():.3f}", refresh=False)
+    finally:
+        torch.set_num_threads(threads)
+    bar.close()
+    return model.eval(), losses

@@ -1,0 +1,153 @@
+"""One kernel contract: every entry of ATTENTION_FUNCTIONS is called as
+fn(query, key, value, **options) and returns (output, weights or None), and each equals
+an independent reference."""
+
+import inspect
+import math
+import pathlib
+import re
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.testing import assert_close
+
+import attention_core as ac
+from attention_core import ATTENTION_FUNCTIONS, sliding_window_mask
+from attention_core.linear import kernel_attention_weights, pooling_projection
+
+B, H, T, E, Ev, R = 2, 3, 24, 8, 5, 6
+
+# The options each kernel needs (or that make it testable here); shared by the tests below.
+OPTIONS = {
+    "eager": {},
+    "flash": {"block_q": 5, "block_k": 7},
+    "sliding_window": {"window": 4, "block_size": 5},
+    "linear": {},
+    "linformer": {"key_projection": pooling_projection(R, T, dtype=torch.float64)},
+    "lsh": {"num_buckets": 1, "chunk_size": T},
+}
+
+
+def qkv(L=T, S=T, dtype=torch.float64):
+    g = torch.Generator().manual_seed(0)
+    return (torch.randn(B, H, L, E, generator=g, dtype=dtype),
+            torch.randn(B, H, S, E, generator=g, dtype=dtype),
+            torch.randn(B, H, S, Ev, generator=g, dtype=dtype))
+
+
+def call(name, query, key, value, **extra):
+    fn = ATTENTION_FUNCTIONS[name]
+    if name == "lsh":
+        key = query  # Reformer shares queries and keys
+    return fn(query, key, value, **OPTIONS[name], **extra)
+
+
+def test_the_registry_is_exported_and_names_the_kernels():
+    assert "ATTENTION_FUNCTIONS" in ac.__all__ and "eager_attention" in ac.__all__
+    assert set(OPTIONS) <= set(ATTENTION_FUNCTIONS)
+    assert ATTENTION_FUNCTIONS["eager"] is ac.scaled_dot_product_attention
+
+
+@pytest.mark.parametrize("name", sorted(ATTENTION_FUNCTIONS))
+def test_every_kernel_takes_query_key_value_first(name):
+    params = list(inspect.signature(ATTENTION_FUNCTIONS[name]).parameters)
+    assert params[:3] == ["query", "key", "value"]
+    assert "causal" not in params and "mask" not in params  # PyTorch's names: is_causal, attn_mask
+
+
+@pytest.mark.parametrize("name", sorted(OPTIONS))
+def test_every_kernel_obeys_the_contract(name):
+    q, k, v = qkv()
+    result = call(name, q, k, v)
+    assert isinstance(result, tuple) and len(result) == 2
+    output, weights = result
+    assert output.shape == (B, H, T, Ev) and output.dtype == q.dtype
+    if weights is not None:
+        S = R if name == "linformer" else T  # Linformer attends over its R projected positions
+        assert weights.shape == (B, H, T, S)
+        torch.testing.assert_close(weights.sum(-1), torch.ones(B, H, T, dtype=q.dtype))
+
+
+def reference(name, q, k, v):
+    """Each kernel's output computed independently of the package's kernels."""
+    if name in ("eager", "flash"):
+        return F.scaled_dot_product_attention(q, k, v)
+    if name == "sliding_window":
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=sliding_window_mask(T, 4))
+    if name == "linear":
+        return kernel_attention_weights(q, k, "elu") @ v
+    if name == "linformer":
+        P = OPTIONS["linformer"]["key_projection"]  # (R, S)
+        return F.scaled_dot_product_attention(q, P @ k, P @ v)
+    if name == "lsh":  # one bucket, one chunk: dense, unit keys, self only as a last resort
+        unit = q / q.norm(dim=-1, keepdim=True)
+        return F.scaled_dot_product_attention(q, unit, v, attn_mask=~torch.eye(T, dtype=torch.bool))
+    raise KeyError(name)
+
+
+@pytest.mark.parametrize("name", sorted(OPTIONS))
+def test_every_kernel_equals_its_reference(name):
+    q, k, v = qkv()
+    output, _ = call(name, q, k, v)
+    assert_close(output, reference(name, q, k, v))
+
+
+@pytest.mark.parametrize("name", ["eager", "flash", "sliding_window", "linear"])
+def test_causal_kernels_see_no_future(name):
+    """is_causal: changing keys and values after position 10 leaves outputs 0..10 alone."""
+    q, k, v = qkv()
+    out, _ = call(name, q, k, v, is_causal=True)
+    k2, v2 = k.clone(), v.clone()
+    k2[..., 11:, :], v2[..., 11:, :] = 50.0, -50.0
+    assert_close(call(name, q, k2, v2, is_causal=True)[0][..., :11, :], out[..., :11, :])
+
+
+@pytest.mark.parametrize("name", ["eager", "flash", "sliding_window"])
+def test_exact_kernels_take_an_attn_mask_like_torch(name):
+    q, k, v = qkv()
+    mask = torch.rand(B, 1, T, T, generator=torch.Generator().manual_seed(1)) > 0.3
+    mask |= torch.eye(T, dtype=torch.bool)  # every query keeps a key (PyTorch gives NaN otherwise)
+    out, _ = call(name, q, k, v, attn_mask=mask)
+    band = sliding_window_mask(T, 4) if name == "sliding_window" else torch.ones(T, T, dtype=torch.bool)
+    assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=mask & band))
+
+
+def test_eager_attention_is_the_maths_of_the_public_function():
+    q, k, v = qkv(L=7, S=11)
+    mask = torch.rand(7, 11) > 0.5
+    mask[2] = False  # a query with no key
+    bias = torch.randn(7, 11, dtype=torch.float64)
+    for kwargs in ({}, {"attn_mask": mask}, {"attn_mask": bias}, {"is_causal": True}, {"scale": 0.2}):
+        maths = ac.eager_attention(q, k, v, **kwargs)
+        public = ac.scaled_dot_product_attention(q, k, v, **kwargs)
+        for a, b in zip(maths, public):
+            assert_close(a, b)
+    out, weights = ac.eager_attention(q, k, v, attn_mask=mask)
+    assert (weights[..., 2, :] == 0).all() and (out[..., 2, :] == 0).all()  # zeros, not NaN
+    assert_close(ac.eager_attention(q, k, v, scale=0.2)[0],
+                 F.scaled_dot_product_attention(q, k, v, scale=0.2))
+
+
+def test_flash_lse_is_the_logsumexp_of_the_scores():
+    from attention_core.flash import flash_attention_lse
+
+    q, k, v = qkv(L=9, S=13)
+    out, lse = flash_attention_lse(q, k, v, block_q=4, block_k=5)
+    assert_close(out, F.scaled_dot_product_attention(q, k, v))
+    assert_close(lse, torch.logsumexp(q @ k.transpose(-2, -1) / math.sqrt(E), -1))
+
+
+@pytest.mark.parametrize("name", sorted(OPTIONS))
+def test_every_kernel_rejects_mismatched_inputs(name):
+    q, k, v = qkv()
+    with pytest.raises(ValueError, match="query and key must have the same last dim E"):
+        ATTENTION_FUNCTIONS[name](q, k[..., :3], v, **OPTIONS[name])
+
+
+def test_no_module_imports_another_modules_private_names():
+    package = pathlib.Path(ac.__file__).parent
+    relative_import = re.compile(r"^\s*from \.\w* import (\([^)]*\)|[^\n]*)", re.M)
+    offenders = {p.name: [names for names in relative_import.findall(p.read_text())
+                          if re.search(r"\b_[a-z]", names)] for p in package.glob("*.py")}
+    assert not {name: found for name, found in offenders.items() if found}

@@ -1,0 +1,125 @@
+"""The models of attention_core.models and the loop of attention_core.training."""
+
+import ast
+from pathlib import Path
+
+import pytest
+import torch
+from torch.testing import assert_close
+
+from attention_core.models import POSITIONAL, Block, TinyTransformer
+from attention_core.multihead import MultiHeadAttention
+from attention_core.training import train_model
+
+
+def test_block_equals_a_hand_composed_pre_norm_block():
+    """x + attn(LN1(x)), then + mlp(LN2(x)), written out with the block's own layers."""
+    torch.manual_seed(0)
+    block = Block(16, 4, ff_dim=24).eval()
+    for norm in (block.norm1, block.norm2):  # non-trivial affine parameters
+        torch.nn.init.normal_(norm.weight)
+        torch.nn.init.normal_(norm.bias)
+    x = torch.randn(3, 7, 16)
+    with torch.no_grad():
+        out, weights = block(x)
+        h = torch.nn.functional.layer_norm(x, (16,), block.norm1.weight, block.norm1.bias)
+        attended, expected_weights = block.attn(h)
+        x1 = x + attended
+        h2 = torch.nn.functional.layer_norm(x1, (16,), block.norm2.weight, block.norm2.bias)
+        up = h2 @ block.mlp[0].weight.T + block.mlp[0].bias  # (B, T, ff_dim)
+        expected = x1 + torch.nn.functional.gelu(up) @ block.mlp[2].weight.T + block.mlp[2].bias
+    assert out.shape == (3, 7, 16) and weights.shape == (3, 4, 7, 7)
+    assert_close(out, expected)
+    assert_close(weights, expected_weights)
+    assert block.mlp[0].out_features == 24 and Block(16, 4).mlp[0].out_features == 64
+
+
+def test_block_is_causal_takes_no_information_from_the_future():
+    torch.manual_seed(1)
+    block = Block(16, 2, num_kv_heads=1).eval()
+    x = torch.randn(2, 9, 16)
+    y = x.clone()
+    y[:, 5:] = torch.randn(2, 4, 16)  # change tokens 5..8
+    with torch.no_grad():
+        out_x, w = block(x, is_causal=True)
+        out_y, _ = block(y, is_causal=True)
+        out_full, _ = block(y)
+    assert_close(out_x[:, :5], out_y[:, :5], rtol=0, atol=0)
+    assert not torch.allclose(out_x[:, 5:], out_y[:, 5:])
+    assert (w.triu(1) == 0).all()
+    assert not torch.allclose(out_full[:, :5], out_y[:, :5])  # without it, the past sees the change
+
+
+def test_block_passes_attn_mask_to_attention():
+    torch.manual_seed(2)
+    block = Block(8, 2).eval()
+    x = torch.randn(1, 5, 8)
+    keep = torch.tensor([True, True, True, False, False])  # keys 3 and 4 are padding
+    with torch.no_grad():
+        _, w = block(x, attn_mask=keep)
+    assert (w[..., 3:] == 0).all()
+
+
+@pytest.mark.parametrize("positional", list(POSITIONAL))
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_every_positional_scheme_builds_runs_and_trains(positional, is_causal):
+    torch.manual_seed(0)
+    model = TinyTransformer(10, max_len=8, embed_dim=16, num_heads=2, num_layers=2, num_outputs=1,
+                            positional=positional, is_causal=is_causal)
+    assert model.is_causal is is_causal and model.positional == positional
+    x = torch.randint(1, 10, (3, 8))
+    logits, weights = model(x)
+    assert logits.shape == (3, 8, 1, 10) and len(weights) == 2
+    assert all(w.shape == (3, 2, 8, 8) for w in weights)
+    assert ((weights[0].triu(1) == 0).all()) == is_causal
+    batch = lambda g: (x, x.unsqueeze(-1))  # noqa: E731  (copy each token)
+    _, losses = train_model(model, batch, steps=3, progress=False)
+    assert len(losses) == 3 and all(torch.isfinite(torch.tensor(losses)))
+
+
+def test_positional_schemes_put_order_in_where_they_say():
+    """Only the input schemes have a position module, only RoPE rotates, only ALiBi biases."""
+    for name in POSITIONAL:
+        model = TinyTransformer(10, max_len=8, embed_dim=16, num_heads=2, positional=name)
+        assert (model.position is not None) == (name in ("learned", "sinusoidal"))
+        assert model.blocks[0].attn.rope == (name == "rope")
+        assert (model.score_bias(8, torch.zeros(1)) is not None) == (name == "alibi")
+    # without any position signal and without a mask, permuting the tokens permutes the outputs
+    torch.manual_seed(3)
+    model = TinyTransformer(10, max_len=8, embed_dim=16, num_heads=2, positional="none").eval()
+    x = torch.randint(1, 10, (1, 8))
+    perm = torch.randperm(8)
+    with torch.no_grad():
+        assert_close(model(x[:, perm])[0], model(x)[0][:, perm])
+
+
+def test_unknown_positional_scheme_names_the_argument_and_the_choices():
+    with pytest.raises(ValueError, match=r"positional must be one of \['learned', 'sinusoidal', 'rope', "
+                                         r"'alibi', 'none'\], got 'relative'"):
+        TinyTransformer(10, 8, positional="relative")
+
+
+def test_maths_modules_import_no_models_training_or_tasks():
+    """Models use attention, not the other way round (issue #21)."""
+    package = Path(__file__).resolve().parent.parent / "attention_core"
+    maths = ["functional", "masks", "multihead", "positional", "kv_cache", "flash", "linear",
+             "sparse", "scoring", "metrics", "scaling"]
+    forbidden = {"models", "training", "toy_tasks", "seq2seq"}
+    for name in maths:
+        path = package / f"{name}.py"
+        if not path.exists():
+            continue
+        imported = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                module = (node.module or "").split(".")[-1]
+                imported |= {module} | {alias.name for alias in node.names if not node.module}
+            elif isinstance(node, ast.Import):
+                imported |= {alias.name.split(".")[-1] for alias in node.names}
+        assert not imported & forbidden, f"{name}.py imports {sorted(imported & forbidden)}"
+
+
+def test_block_parameters_are_those_of_its_parts():
+    block = Block(16, 4, num_kv_heads=2)
+    assert isinstance(block.attn, MultiHeadAttention) and block.attn.num_kv_heads == 2
+    assert [n for n, _ in block.named_children()] == ["norm1", "attn", "norm2", "mlp"]
