@@ -7,7 +7,7 @@ As in HuggingFace's ``eager_attention_forward``, the maths lives in one short fu
 checks the arguments (and computes float16/bfloat16 in float32) before calling it.
 
 Shape legend: ``...`` batch dims (e.g. B, H), L query length, S key length,
-E query/key dim (d_k), Ev value dim (d_v).
+E query/key dim per head (d_k), Ev value dim per head (d_v).
 """
 
 from __future__ import annotations

@@ -356,6 +356,20 @@ def kv_sharing_panel(fig, num_heads: int, contexts: Sequence[int], cache_gib):
     return update
 
 
+def encoding_heatmap(pe, ax=None, title: str | None = None):
+    """Draw a position encoding ``(T, D)``: one row per position, one column per
+    dimension, values in [-1, 1]. Returns the ``AxesImage``."""
+    ax = ax or plt.subplots(figsize=(5, 3.6))[1]
+    image = ax.imshow(_to_numpy(pe), cmap=CMAP, vmin=-1, vmax=1, aspect="auto",
+                      interpolation="nearest")
+    ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label="PE value")
+    ax.set_xlabel("dimension")
+    ax.set_ylabel("position p")
+    if title:
+        ax.set_title(title)
+    return image
+
+
 def sinusoidal_panel(fig, max_positions: int, max_d_model: int):
     """Chapter 9: the sinusoidal encoding (positions by dimensions) and the similarity
     of two encodings against their distance.
@@ -363,11 +377,7 @@ def sinusoidal_panel(fig, max_positions: int, max_d_model: int):
     Returns ``update(pe (T, D), similarity (T,), title)``.
     """
     ax_map, ax_sim = fig.subplots(1, 2, width_ratios=[1.3, 1])
-    image = ax_map.imshow(np.zeros((max_positions, max_d_model)), cmap=CMAP, vmin=-1, vmax=1,
-                          aspect="auto", interpolation="nearest")
-    fig.colorbar(image, ax=ax_map, fraction=0.046, pad=0.04, label="PE value")
-    ax_map.set_xlabel("dimension")
-    ax_map.set_ylabel("position")
+    image = encoding_heatmap(np.zeros((max_positions, max_d_model)), ax=ax_map)
     line, = ax_sim.plot([], [], color=color(0.3))
     ax_sim.set_xlabel("distance |p - q|")
     ax_sim.set_ylabel("PE(p)·PE(q) / (d_model / 2)")

@@ -87,7 +87,8 @@ def _write_kernelspec() -> Path:
         # nothing from the test run's environment may leak in (a PYTHONPATH would let
         # the kernel import the working tree instead of the installed package)
         "env": {"PYTHONPATH": "", "PYTHONNOUSERSITE": "1", "VIRTUAL_ENV": str(VENV),
-                "MPLBACKEND": "module://matplotlib_inline.backend_inline"},
+                "MPLBACKEND": "module://matplotlib_inline.backend_inline",
+                "PYDEVD_DISABLE_FILE_VALIDATION": "1"},  # ipykernel 6's debugger warning
     }
     (spec_dir / "kernel.json").write_text(json.dumps(spec, indent=1))
     return spec_dir

@@ -38,6 +38,7 @@ CHAPTER = ROOT / "chapters" / "01_attention_basics.ipynb"
 EXPLORER_CALL = "basics_explorer("
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 SHOTS = ROOT / "_build" / "screenshots"
+LAB_LOG = ROOT / "_build" / "jupyterlab-server.log"
 DEFAULT_REPR = re.compile(r"<attention_core\.[\w.]+ object at 0x[0-9a-f]+>")
 
 
@@ -59,7 +60,9 @@ def timed(label: str, start: float):
 @pytest.fixture(scope="module")
 def colab():
     """The Colab-like venv, its packages before our install: {name: version}."""
+    start = time.monotonic()
     with colab_env.locked():  # a test run beside this one waits for it
+        timed("waited for the colab venv's lock", start)
         start = time.monotonic()
         built = colab_env.ensure_colab_venv(log=lambda m: print(f"[clients] {m}"))
         timed(f"colab venv {'built' if built else 'from cache'}", start)
@@ -187,7 +190,7 @@ def lab():
     settings = home / "settings"
     # every cell in the DOM (no windowing), and no news or update checks (no network)
     write_json(settings / "@jupyterlab" / "notebook-extension" / "tracker.jupyterlab-settings",
-               {"windowingMode": "none"})
+               {"windowingMode": "none", "autoStartDefaultKernel": True})  # no "Select Kernel" dialog
     write_json(settings / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings",
                {"fetchNews": "false", "checkForUpdates": False})
     env = {k: v for k, v in os.environ.items() if k not in ("JUPYTER_PATH", "PYTHONPATH")}
@@ -227,8 +230,9 @@ def lab():
                 os.killpg(server.pid, signal.SIGKILL)
                 server.wait(timeout=10)
         log.close()
-        print(f"[clients] jupyter lab log: {home / 'server.log'}")
-        shutil.rmtree(root, ignore_errors=True)
+        shutil.copy2(home / "server.log", LAB_LOG)
+        print(f"[clients] jupyter lab log: {LAB_LOG}")
+        shutil.rmtree(home, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
@@ -282,6 +286,11 @@ def shot(driver, name: str, element=None):
     return path
 
 
+def lab_api(url: str, path: str):
+    with urllib.request.urlopen(f"{url}/api/{path}", timeout=10) as response:
+        return json.loads(response.read())
+
+
 # the output area of the explorer's cell: the one holding the widget's sliders
 EXPLORER_JS = """
 const areas = [...document.querySelectorAll('.jp-Cell .jp-OutputArea')];
@@ -298,11 +307,19 @@ def test_jupyterlab_runs_the_chapter_and_the_explorer_responds(lab, chromium):
     driver.get(f"{lab}/lab/tree/{CHAPTER.name}")
     wait_for(driver, "return document.querySelectorAll('.jp-Notebook .jp-CodeCell').length > 0",
              90, "JupyterLab to open the notebook")
+    # the indicator reads "idle" once before the kernel has connected: wait for the
+    # server's session, then for the indicator
+    deadline = time.monotonic() + 90
+    while not any(s["kernel"]["execution_state"] == "idle" for s in lab_api(lab, "sessions")):
+        assert time.monotonic() < deadline, "the notebook's kernel did not start in 90 s"
+        time.sleep(0.5)
     wait_for(driver, "return document.querySelector('.jp-Notebook-ExecutionIndicator')"
-                     "?.getAttribute('data-status') === 'idle'", 90, "the kernel to be idle")
+                     "?.getAttribute('data-status') === 'idle'", 60, "the kernel to be idle")
+    time.sleep(1)
     timed("JupyterLab opened the chapter", start)
 
     start = time.monotonic()  # Run > Run All Cells, as a reader does
+    driver.find_element(By.CSS_SELECTOR, ".jp-Notebook .jp-CodeCell .jp-InputPrompt").click()
     run_menu = next(e for e in driver.find_elements(By.CSS_SELECTOR, "#jp-MainMenu .lm-MenuBar-item")
                     if e.text.strip() == "Run")
     run_menu.click()
@@ -313,7 +330,7 @@ def test_jupyterlab_runs_the_chapter_and_the_explorer_responds(lab, chromium):
     wait_for(driver, """
         const prompts = [...document.querySelectorAll('.jp-CodeCell .jp-InputArea-prompt')];
         return prompts.length > 0 && prompts.every(p => /\\[\\d+\\]/.test(p.textContent));
-        """, 300, "every cell to run")
+        """, 240, "every cell to run")
     explorer = wait_for(driver, EXPLORER_JS, 60, "the explorer's widget to render")
     timed("Run All Cells", start)
 
