@@ -45,7 +45,7 @@ ifeq ($(SOLUTIONS),hide)
 	rm -f _config_student.yml
 	@echo "student edition: _build/student/_build/html"
 else
-	@hash=$$(cat attention_core/*.py benchmarks/results.json 2>/dev/null | sha256sum | cut -c1-16); \
+	@hash=$$(find attention_core -name '*.py' -o -name '*.js' | sort | xargs cat benchmarks/results.json 2>/dev/null | sha256sum | cut -c1-16); \
 	if [ "$$(cat _build/.package_hash 2>/dev/null)" != "$$hash" ]; then \
 	  echo "attention_core changed: re-executing every chapter"; rm -rf _build/.jupyter_cache; fi; \
 	$(VENV)/bin/jupyter-book build $(BOOK_FLAGS) . && echo $$hash > _build/.package_hash

@@ -4,7 +4,7 @@ A decoder generating token t needs the keys and values of tokens 0..t-1 again; t
 never change, so they are kept instead of recomputed. Only the new token's key and
 value are projected at each step.
 
-Shape legend: B batch, Hkv key/value heads, S cached length, D head dim.
+Shape legend: B batch, Hkv key/value heads, S cached length, E head dim.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from ._checks import check_device, check_positive_int
 
 
 class KVCache:
-    """Pre-allocated keys and values ``(B, Hkv, max_len, D)`` for one attention layer.
+    """Pre-allocated keys and values ``(B, Hkv, max_len, E)`` for one attention layer.
 
     ``append`` writes the new entries in place (no copy of the past) and returns views
     of everything cached so far. ``dtype`` and ``device`` place the buffers (default:
@@ -33,12 +33,12 @@ class KVCache:
         self.length = 0
 
     def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Add ``k``, ``v (B, Hkv, T, D)``; return all keys and values ``(B, Hkv, S, D)``."""
-        B, Hkv, T, D = k.shape
+        """Add ``k``, ``v (B, Hkv, T, E)``; return all keys and values ``(B, Hkv, S, E)``."""
+        B, Hkv, T, E = k.shape
         expected = self.keys.shape[:2] + self.keys.shape[3:]
-        if (B, Hkv, D) != expected or v.shape != k.shape:
+        if (B, Hkv, E) != expected or v.shape != k.shape:
             raise ValueError(f"k {tuple(k.shape)} and v {tuple(v.shape)} must be "
-                             f"(B, Hkv, T, D) with (B, Hkv, D) = {tuple(expected)}")
+                             f"(B, Hkv, T, E) with (B, Hkv, E) = {tuple(expected)}")
         for name, x in (("k", k), ("v", v)):
             check_device(name, x, self.keys.device, "the cache (KVCache(..., device=...))")
         if self.length + T > self.keys.size(2):
@@ -48,7 +48,7 @@ class KVCache:
         self.keys[:, :, self.length:end] = k
         self.values[:, :, self.length:end] = v
         self.length = end
-        return self.keys[:, :, :end], self.values[:, :, :end]  # (B, Hkv, S, D) views
+        return self.keys[:, :, :end], self.values[:, :, :end]  # (B, Hkv, S, E) views
 
     def nbytes(self) -> int:
         """Bytes of the keys and values cached so far."""

@@ -2,7 +2,7 @@
 multi-query (Shazeer, 2019) and grouped-query attention (Ainslie et al., 2023).
 
 Shape legend: B batch, L query length, S key length, H query heads,
-Hkv key/value heads, D head dim, E embed dim (= H * D).
+Hkv key/value heads, E head dim (d_k), D model width (embed_dim = H * E).
 """
 
 from __future__ import annotations
@@ -18,29 +18,29 @@ from .positional import apply_rotary
 
 
 def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
-    """``(B, T, num_heads * D)`` -> ``(B, num_heads, T, D)``."""
-    B, T, E = x.shape
-    if E % num_heads:
-        raise ValueError(f"last dim {E} of x {tuple(x.shape)} is not divisible by num_heads={num_heads}")
-    return x.view(B, T, num_heads, E // num_heads).transpose(1, 2)  # (B, H, T, D)
+    """``(B, T, num_heads * E)`` -> ``(B, num_heads, T, E)``."""
+    B, T, D = x.shape
+    if D % num_heads:
+        raise ValueError(f"last dim {D} of x {tuple(x.shape)} is not divisible by num_heads={num_heads}")
+    return x.view(B, T, num_heads, D // num_heads).transpose(1, 2)  # (B, H, T, E)
 
 
 def merge_heads(x: torch.Tensor) -> torch.Tensor:
-    """``(B, H, T, D)`` -> ``(B, T, H * D)``: the inverse of :func:`split_heads`."""
-    B, H, T, D = x.shape
-    return x.transpose(1, 2).reshape(B, T, H * D)  # (B, T, E)
+    """``(B, H, T, E)`` -> ``(B, T, H * E)``: the inverse of :func:`split_heads`."""
+    B, H, T, E = x.shape
+    return x.transpose(1, 2).reshape(B, T, H * E)  # (B, T, D)
 
 
 def repeat_kv(x: torch.Tensor, num_groups: int) -> torch.Tensor:
-    """Repeat each key/value head ``num_groups`` times: ``(B, Hkv, S, D)`` -> ``(B, Hkv*num_groups, S, D)``.
+    """Repeat each key/value head ``num_groups`` times: ``(B, Hkv, S, E)`` -> ``(B, Hkv*num_groups, S, E)``.
 
     Query head ``h`` then lines up with kv head ``h // num_groups``.
     """
     if num_groups == 1:
         return x
-    B, Hkv, S, D = x.shape
-    x = x.unsqueeze(2).expand(B, Hkv, num_groups, S, D)  # (B, Hkv, G, S, D), no copy
-    return x.reshape(B, Hkv * num_groups, S, D)  # (B, H, S, D)
+    B, Hkv, S, E = x.shape
+    x = x.unsqueeze(2).expand(B, Hkv, num_groups, S, E)  # (B, Hkv, G, S, E), no copy
+    return x.reshape(B, Hkv * num_groups, S, E)  # (B, H, S, E)
 
 
 class MultiHeadAttention(nn.Module):
@@ -85,20 +85,20 @@ class MultiHeadAttention(nn.Module):
         """A copy of ``torch.nn.MultiheadAttention`` (same weights, so same outputs), on
         the same device and in the same dtype as ``module``.
 
-        PyTorch stores W_q, W_k, W_v stacked in one ``in_proj_weight (3E, E)``.
+        PyTorch stores W_q, W_k, W_v stacked in one ``in_proj_weight (3D, D)``.
         """
         if not isinstance(module, nn.MultiheadAttention) or not module._qkv_same_embed_dim:
             raise TypeError(f"module must be an nn.MultiheadAttention with kdim = vdim = "
                             f"embed_dim, got {module!r}")
-        E, has_bias = module.embed_dim, module.in_proj_bias is not None
+        D, has_bias = module.embed_dim, module.in_proj_bias is not None
         weight = module.in_proj_weight
-        ours = cls(E, module.num_heads, bias=has_bias, dropout=module.dropout,
+        ours = cls(D, module.num_heads, bias=has_bias, dropout=module.dropout,
                    device=weight.device, dtype=weight.dtype)
         with torch.no_grad():
             for i, proj in enumerate((ours.q_proj, ours.k_proj, ours.v_proj)):
-                proj.weight.copy_(module.in_proj_weight[i * E:(i + 1) * E])
+                proj.weight.copy_(module.in_proj_weight[i * D:(i + 1) * D])
                 if has_bias:
-                    proj.bias.copy_(module.in_proj_bias[i * E:(i + 1) * E])
+                    proj.bias.copy_(module.in_proj_bias[i * D:(i + 1) * D])
             ours.out_proj.load_state_dict(module.out_proj.state_dict())
         return ours
 
@@ -112,12 +112,12 @@ class MultiHeadAttention(nn.Module):
                 value: torch.Tensor | None = None, attn_mask: torch.Tensor | None = None,
                 is_causal: bool = False, kv_cache: "KVCache | None" = None
                 ) -> tuple[torch.Tensor, torch.Tensor]:
-        """``query (B, L, E)``, ``key``/``value (B, S, E)`` (default: ``query``).
+        """``query (B, L, D)``, ``key``/``value (B, S, D)`` (default: ``query``).
 
         ``attn_mask`` broadcasts to ``(B, H, L, S)``; it and the inputs must lie on the
         parameters' device (else a ``ValueError`` naming both). With ``kv_cache`` (incremental
         decoding), the new keys and values are appended to the cache and the queries
-        attend to everything cached so far. Returns ``(output (B, L, E), weights
+        attend to everything cached so far. Returns ``(output (B, L, D), weights
         (B, H, L, S))``.
         """
         key = query if key is None else key
@@ -132,20 +132,20 @@ class MultiHeadAttention(nn.Module):
             check_device(name, x, device, "the module's parameters")
         if isinstance(attn_mask, torch.Tensor):
             check_device("attn_mask", attn_mask, device, "the inputs")
-        q = split_heads(self.q_proj(query), self.num_heads)  # (B, H, L, D)
-        k = split_heads(self.k_proj(key), self.num_kv_heads)  # (B, Hkv, S_new, D)
-        v = split_heads(self.v_proj(value), self.num_kv_heads)  # (B, Hkv, S_new, D)
+        q = split_heads(self.q_proj(query), self.num_heads)  # (B, H, L, E)
+        k = split_heads(self.k_proj(key), self.num_kv_heads)  # (B, Hkv, S_new, E)
+        v = split_heads(self.v_proj(value), self.num_kv_heads)  # (B, Hkv, S_new, E)
         past = 0 if kv_cache is None else kv_cache.length
         if self.rope:  # absolute positions; queries are the last L of all S positions
             k = apply_rotary(k, torch.arange(past, past + k.size(2), device=k.device), self.rope_base)
             S = past + k.size(2)
             q = apply_rotary(q, torch.arange(S - q.size(2), S, device=q.device), self.rope_base)
         if kv_cache is not None:
-            k, v = kv_cache.append(k, v)  # (B, Hkv, S, D): all keys and values so far
+            k, v = kv_cache.append(k, v)  # (B, Hkv, S, E): all keys and values so far
         out, weights = grouped_query_attention(
             q, k, v, attn_mask=attn_mask, is_causal=is_causal,
-            dropout_p=self.dropout if self.training else 0.0)  # (B, H, L, D), (B, H, L, S)
-        return self.out_proj(merge_heads(out)), weights  # (B, L, E), (B, H, L, S)
+            dropout_p=self.dropout if self.training else 0.0)  # (B, H, L, E), (B, H, L, S)
+        return self.out_proj(merge_heads(out)), weights  # (B, L, D), (B, H, L, S)
 
 
 def mean_pool_kv_heads(mha: MultiHeadAttention, num_kv_heads: int) -> MultiHeadAttention:
@@ -156,7 +156,7 @@ def mean_pool_kv_heads(mha: MultiHeadAttention, num_kv_heads: int) -> MultiHeadA
     short "uptraining" to recover the original quality. The result is on ``mha``'s
     device and in its dtype.
     """
-    H, D = mha.num_heads, mha.head_dim
+    H, E = mha.num_heads, mha.head_dim
     if mha.num_kv_heads != H:
         raise ValueError(f"mha must be plain MHA (num_kv_heads == num_heads), got "
                          f"num_kv_heads={mha.num_kv_heads}, num_heads={H}")
@@ -169,10 +169,10 @@ def mean_pool_kv_heads(mha: MultiHeadAttention, num_kv_heads: int) -> MultiHeadA
         gqa.out_proj.load_state_dict(mha.out_proj.state_dict())
         for name in ("k_proj", "v_proj"):
             src, dst = getattr(mha, name), getattr(gqa, name)
-            w = src.weight.view(num_kv_heads, G, D, mha.embed_dim)  # (Hkv, G, D, E): heads of a group
-            dst.weight.copy_(w.mean(1).reshape(num_kv_heads * D, mha.embed_dim))
+            w = src.weight.view(num_kv_heads, G, E, mha.embed_dim)  # (Hkv, G, E, D): heads of a group
+            dst.weight.copy_(w.mean(1).reshape(num_kv_heads * E, mha.embed_dim))
             if src.bias is not None:
-                dst.bias.copy_(src.bias.view(num_kv_heads, G, D).mean(1).flatten())
+                dst.bias.copy_(src.bias.view(num_kv_heads, G, E).mean(1).flatten())
     return gqa
 
 
@@ -181,13 +181,13 @@ def grouped_query_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                             dropout_p: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
     """Attention where ``H`` query heads share ``Hkv`` key/value heads.
 
-    ``q (B, H, L, D)``, ``k``/``v (B, Hkv, S, D)``; query head ``h`` reads kv head
+    ``q (B, H, L, E)``, ``k``/``v (B, Hkv, S, E)``; query head ``h`` reads kv head
     ``h // (H // Hkv)``. Without a custom mask, the ``G = H // Hkv`` query heads of a
     group are stacked as ``G * L`` queries against their one kv head, so keys and
     values are read once per group, never copied; with a mask, kv heads are repeated.
-    Returns ``(output (B, H, L, D), weights (B, H, L, S))``.
+    Returns ``(output (B, H, L, E), weights (B, H, L, S))``.
     """
-    B, H, L, D = q.shape
+    B, H, L, E = q.shape
     Hkv, S = k.size(1), k.size(2)
     if H % Hkv:
         raise ValueError(f"{Hkv} key/value heads must divide {H} query heads")
@@ -196,6 +196,6 @@ def grouped_query_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
         return scaled_dot_product_attention(q, repeat_kv(k, G), repeat_kv(v, G), attn_mask,
                                             is_causal, dropout_p=dropout_p)
     mask = causal_mask(L, S, device=q.device).repeat(G, 1) if is_causal else None  # (G*L, S)
-    q = q.reshape(B, Hkv, G * L, D)  # (B, Hkv, G*L, D): the group's heads, one after another
+    q = q.reshape(B, Hkv, G * L, E)  # (B, Hkv, G*L, E): the group's heads, one after another
     out, weights = scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
-    return out.view(B, H, L, D), weights.view(B, H, L, S)  # (B, H, L, D), (B, H, L, S)
+    return out.view(B, H, L, E), weights.view(B, H, L, S)  # (B, H, L, E), (B, H, L, S)

@@ -99,14 +99,14 @@ def make_score(name: str, query_dim: int, key_dim: int, attn_dim: int | None = N
 
 
 def attend(score: nn.Module, query: torch.Tensor, keys: torch.Tensor,
-           mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+           attn_mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """One step of encoder-decoder attention.
 
     Args:
         score: a module from :func:`make_score`.
         query: decoder state ``(B, Dq)``.
         keys: encoder states ``(B, S, Dk)``; they are also the values.
-        mask: ``(B, S)`` bool, True at real source tokens (padding gets weight 0), on
+        attn_mask: ``(B, S)`` bool, True at real source tokens (padding gets weight 0), on
             the device of ``keys``.
 
     Returns:
@@ -118,14 +118,14 @@ def attend(score: nn.Module, query: torch.Tensor, keys: torch.Tensor,
     if query.dim() != 2 or keys.dim() != 3 or query.size(0) != keys.size(0):
         raise ValueError(f"query must be (B, Dq) and keys (B, S, Dk) with the same B, got "
                          f"query {tuple(query.shape)} and keys {tuple(keys.shape)}")
-    for name, x in (("query", query), ("mask", mask)):
+    for name, x in (("query", query), ("attn_mask", attn_mask)):
         if isinstance(x, torch.Tensor):
             check_device(name, x, keys.device, "keys")
     scores = score(query, keys)  # (B, S)
-    if mask is not None:
-        if mask.shape != scores.shape or mask.dtype != torch.bool:
-            raise ValueError(f"mask must be bool of shape (B, S) = {tuple(scores.shape)}, got "
-                             f"{mask.dtype} {tuple(mask.shape)}")
-        scores = scores.masked_fill(~mask, float("-inf"))
+    if attn_mask is not None:
+        if attn_mask.shape != scores.shape or attn_mask.dtype != torch.bool:
+            raise ValueError(f"attn_mask must be bool of shape (B, S) = {tuple(scores.shape)}, got "
+                             f"{attn_mask.dtype} {tuple(attn_mask.shape)}")
+        scores = scores.masked_fill(~attn_mask, float("-inf"))
     weights = softmax(scores, dim=-1)  # (B, S)
     return (weights.unsqueeze(1) @ keys).squeeze(1), weights  # (B, Dk), (B, S)

@@ -1,5 +1,8 @@
+import contextlib
 import os
+import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -44,3 +47,44 @@ def largest_tensor():
     """``with largest_tensor() as t: ...`` then ``t.largest``: the most elements any
     operation produced inside the block (memory growth checked without timing)."""
     return LargestTensor
+
+
+CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--no-first-run", "--disable-sync",
+                  "--disable-dev-shm-usage",
+                  # every host but the local server resolves to nothing: the network is cut
+                  "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1")
+
+
+def need_chromium():
+    """Debian's chromium and chromedriver: skipped on a developer's machine without
+    them, an error in CI (``.ci/run`` installs them)."""
+    if not (shutil.which("chromium") and shutil.which("chromedriver")):
+        if os.environ.get("CI"):
+            raise RuntimeError("CI needs Debian's chromium and chromium-driver (.ci/run installs them)")
+        pytest.skip("chromium/chromedriver not installed (apt-get install chromium chromium-driver)",
+                    allow_module_level=True)
+
+
+@contextlib.contextmanager
+def chromium(window: str = "1280,900", capabilities: dict | None = None):
+    """Headless Chromium driven by selenium, with a fresh profile and the network cut
+    but for 127.0.0.1; quits and removes the profile whatever happens."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    profile = tempfile.mkdtemp(prefix="chromium-profile-")
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = shutil.which("chromium")
+    for flag in CHROMIUM_FLAGS + (f"--window-size={window}", f"--user-data-dir={profile}"):
+        opts.add_argument(flag)
+    for name, value in (capabilities or {}).items():
+        opts.set_capability(name, value)
+    driver = None
+    try:
+        driver = webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=opts)
+        yield driver
+    finally:
+        if driver is not None:
+            driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)

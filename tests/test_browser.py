@@ -5,25 +5,15 @@ and explorer controls change the figure. Screenshots land in _build/screenshots/
 import functools
 import http.server
 import json
-import os
-import shutil
-import tempfile
 import threading
 import time
 
 import pytest
 
-from conftest import CHAPTERS, ROOT
+from conftest import CHAPTERS, ROOT, chromium, need_chromium
 
-CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
-if not (CHROMIUM and DRIVER):
-    if os.environ.get("CI"):
-        raise RuntimeError("CI needs Debian's chromium and chromium-driver (.ci/run installs them)")
-    pytest.skip("chromium/chromedriver not installed (apt-get install chromium chromium-driver)",
-                allow_module_level=True)
+need_chromium()
 
-from selenium import webdriver  # noqa: E402
-from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
@@ -49,20 +39,8 @@ def server(site):
 
 @pytest.fixture(scope="module")
 def browser():
-    profile = tempfile.mkdtemp(prefix="chromium-profile-")
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = CHROMIUM
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--no-first-run", "--disable-sync",
-                 "--disable-dev-shm-usage", "--window-size=1280,900", f"--user-data-dir={profile}",
-                 # every host but the local server resolves to nothing: the network is cut
-                 "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"):
-        opts.add_argument(flag)
-    opts.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
-    driver = webdriver.Chrome(service=Service(DRIVER), options=opts)
-    yield driver
-    driver.quit()
-    shutil.rmtree(profile, ignore_errors=True)
+    with chromium(capabilities={"goog:loggingPrefs": {"browser": "ALL", "performance": "ALL"}}) as driver:
+        yield driver
 
 
 def requested_urls(driver):

@@ -30,7 +30,7 @@ import nbformat
 import pytest
 
 import colab_env
-from conftest import ROOT
+from conftest import ROOT, chromium, need_chromium
 
 pytestmark = pytest.mark.clients
 
@@ -236,31 +236,12 @@ def lab():
 
 
 @pytest.fixture(scope="module")
-def chromium():
-    chrome, driver_path = shutil.which("chromium"), shutil.which("chromedriver")
-    need("chromium and chromedriver", bool(chrome and driver_path), "apt-get install chromium chromium-driver")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    profile = tempfile.mkdtemp(prefix="chromium-profile-")
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = chrome
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--no-first-run", "--disable-sync",
-                 "--disable-dev-shm-usage", "--window-size=1280,1000", f"--user-data-dir={profile}",
-                 # every host but the local server resolves to nothing: the network is cut
-                 "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"):
-        opts.add_argument(flag)
-    driver = None
-    try:
-        driver = webdriver.Chrome(service=Service(driver_path), options=opts)
+def lab_browser():
+    need_chromium()
+    with chromium(window="1280,1000") as driver:
         driver.set_page_load_timeout(60)
         driver.set_script_timeout(30)
         yield driver
-    finally:
-        if driver is not None:
-            driver.quit()
-        shutil.rmtree(profile, ignore_errors=True)
 
 
 def wait_for(driver, script: str, timeout: float, what: str, *args):
@@ -298,11 +279,11 @@ return areas.find(a => a.querySelector('.widget-slider') && a.querySelector('img
 """
 
 
-def test_jupyterlab_runs_the_chapter_and_the_explorer_responds(lab, chromium):
+def test_jupyterlab_runs_the_chapter_and_the_explorer_responds(lab, lab_browser):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
 
-    driver = chromium
+    driver = lab_browser
     start = time.monotonic()
     driver.get(f"{lab}/lab/tree/{CHAPTER.name}")
     wait_for(driver, "return document.querySelectorAll('.jp-Notebook .jp-CodeCell').length > 0",

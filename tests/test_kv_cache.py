@@ -31,7 +31,7 @@ def test_cache_errors():
     cache = KVCache(1, 2, 4, max_len=3)
     with pytest.raises(ValueError, match=r"cache full: 0 \+ 4 new positions exceed max_len=3"):
         cache.append(torch.zeros(1, 2, 4, 4), torch.zeros(1, 2, 4, 4))
-    with pytest.raises(ValueError, match=r"must be \(B, Hkv, T, D\) with \(B, Hkv, D\) = \(1, 2, 4\)"):
+    with pytest.raises(ValueError, match=r"must be \(B, Hkv, T, E\) with \(B, Hkv, E\) = \(1, 2, 4\)"):
         cache.append(torch.zeros(1, 3, 1, 4), torch.zeros(1, 3, 1, 4))
     with pytest.raises(ValueError, match="max_len must be >= 1, got 0"):
         KVCache(1, 2, 4, max_len=0)

@@ -88,7 +88,7 @@ def test_split_merge_roundtrip_and_repeat_kv():
     x = torch.randn(2, 5, 12)
     heads = split_heads(x, 3)
     assert heads.shape == (2, 3, 5, 4)
-    assert torch.equal(heads[:, 1], x[..., 4:8])  # head h owns dims h*D .. (h+1)*D
+    assert torch.equal(heads[:, 1], x[..., 4:8])  # head h owns dims h*E .. (h+1)*E
     assert torch.equal(merge_heads(heads), x)
     kv = torch.randn(2, 2, 5, 4)
     rep = repeat_kv(kv, 3)

@@ -25,7 +25,7 @@ def _slider(explorer, name: str, on_change):
         options=[(str(v), v) for v in values], value=explorer.values[name],
         description=explorer.labels[name], continuous_update=False,  # one redraw when it settles
         style={"description_width": "initial"},  # the whole label, never "temperat..."
-        layout=w.Layout(width="auto", min_width="16em", margin="0 1.5em 0 0"))
+        layout=w.Layout(width="24em", max_width="100%", margin="0 1.5em 0 0"))  # wraps on phones
     slider.observe(lambda change: on_change(name, change["new"]), names="value")
     return slider
 
