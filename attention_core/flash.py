@@ -55,7 +55,7 @@ def flash_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
 
     Returns:
         ``(output (..., L, Ev), None)``: the kernel contract of
-        :data:`~attention_core.ATTENTION_FUNCTIONS`, with no weights, since never
+        :data:`~attention_core.kernels.ATTENTION_FUNCTIONS`, with no weights, since never
         forming them is the point. :func:`flash_attention_lse` also gives the logsumexp.
     """
     output, _ = flash_attention_lse(query, key, value, attn_mask, is_causal, scale, block_q, block_k)

@@ -5,7 +5,7 @@ Every kernel is called as ``fn(query, key, value, **options)`` and returns
 (``ALL_ATTENTION_FUNCTIONS``): ``output`` is ``(..., L, Ev)``; ``weights`` is
 ``(..., L, S)`` for a kernel that forms them and ``None`` for one whose point is not to.
 A model or a benchmark picks a variant from :data:`ATTENTION_FUNCTIONS` instead of
-growing a flag for each, and fixes a kernel's options with :func:`functools.partial`::
+growing a flag for each, and fixes a kernel's options with ``functools.partial``::
 
     fn = functools.partial(ATTENTION_FUNCTIONS["sliding_window"], window=64)
     output, _ = fn(query, key, value)

@@ -26,7 +26,7 @@ class Block(nn.Module):
     leaves the residual path an identity, which keeps small models easy to train.
 
     The MLP is ``Linear(D, ff_dim) -> GELU -> Linear(ff_dim, D)``, ``ff_dim`` 4D by
-    default. ``num_kv_heads`` and ``rope`` go to :class:`MultiHeadAttention`.
+    default. ``num_kv_heads`` and ``rope`` go to :class:`~attention_core.multihead.MultiHeadAttention`.
     """
 
     def __init__(self, embed_dim: int, num_heads: int, num_kv_heads: int | None = None,
@@ -41,7 +41,7 @@ class Block(nn.Module):
     def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None = None,
                 is_causal: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
         """``x (B, T, D)`` -> ``(output (B, T, D), weights (B, H, T, T))``; ``attn_mask``
-        and ``is_causal`` as in :func:`~attention_core.scaled_dot_product_attention`."""
+        and ``is_causal`` as in :func:`~attention_core.functional.scaled_dot_product_attention`."""
         attended, weights = self.attn(self.norm1(x), attn_mask=attn_mask, is_causal=is_causal)
         x = x + attended  # (B, T, D)
         x = x + self.mlp(self.norm2(x))  # (B, T, D)

@@ -49,12 +49,14 @@ def test_sliders_show_human_labels_in_full(explorer):
 
 def test_a_live_kernel_renders_only_the_frame_it_shows(monkeypatch):
     monkeypatch.delenv(STATIC_FRAMES_ENV, raising=False)
-    rendered = []
+    encoded = []
     real = engine.png_bytes
-    monkeypatch.setattr(engine, "png_bytes", lambda fig, small=False: rendered.append(small) or real(fig, small))
+    monkeypatch.setattr(engine, "png_bytes", lambda fig, small=False, draw=True:
+                        encoded.append((small, draw)) or real(fig, small, draw))
     live = basics_explorer(tokenize("the cat sat on the mat"))
     bundle = live._repr_mimebundle_()
-    assert rendered == [False], "one frame for the widget, none for the website"
+    # one frame for the widget, from the canvas already drawn for the layout; none for the website
+    assert encoded == [(False, False)]
     assert bundle[WIDGET_VIEW]["model_id"] == live.widget().model_id
     assert "ac-frames" not in bundle["text/html"] and bundle["text/html"].count("<img") == 1
     assert bundle["text/plain"] == "Explorer(temperature τ, tokens shown)"

@@ -54,10 +54,10 @@ def basics_explorer(tokens: Sequence[str], temperatures=(0.25, 0.5, 1.0, 2.0, 4.
 
 def scaling_explorer(d_ks=(1, 4, 16, 64, 256, 1024), num_keys: int = 16) -> Explorer:
     """Chapter 2: d_k and scaling on/off over the score histogram, one softmax row,
-    and the mean row entropy against d_k (over 250 random rows: enough for the curve,
+    and the mean row entropy against d_k (over 200 random rows: enough for the curve,
     and quick to show in a live kernel)."""
     d_ks = list(d_ks)
-    mean_entropy = {s: [softmax_saturation(d, s, num_keys, num_rows=250)["entropy"] for d in d_ks]
+    mean_entropy = {s: [softmax_saturation(d, s, num_keys, num_rows=200)["entropy"] for d in d_ks]
                     for s in (True, False)}
 
     def compute(d_k, scaling):

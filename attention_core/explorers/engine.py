@@ -36,13 +36,15 @@ def static_frames_requested() -> bool:
     return os.environ.get(STATIC_FRAMES_ENV) == "1"
 
 
-def png_bytes(fig, small: bool = False) -> bytes:
-    """Draw ``fig`` on its Agg canvas and encode it as PNG. ``small`` quantises to a
-    256-colour palette (about 3x smaller, for frames stored in a page); the live view
-    skips that and compresses lightly, to stay fast."""
+def png_bytes(fig, small: bool = False, draw: bool = True) -> bytes:
+    """Draw ``fig`` on its Agg canvas (unless ``draw=False``: the canvas is current)
+    and encode it as PNG. ``small`` quantises to a 256-colour palette (about 3x
+    smaller, for frames stored in a page); the live view skips that and compresses
+    lightly, to stay fast."""
     from PIL import Image
 
-    fig.canvas.draw()
+    if draw:
+        fig.canvas.draw()
     image = Image.frombuffer("RGBA", fig.canvas.get_width_height(), fig.canvas.buffer_rgba())
     out = io.BytesIO()
     if small:
@@ -109,9 +111,11 @@ class Explorer:
         return png
 
     def current_png(self) -> bytes:
-        """The PNG of the figure as it is now (rendered once, then reused)."""
+        """The PNG of the figure as it is now, encoded once and reused. Every change
+        goes through :meth:`set`, which draws, so the canvas is always current: the
+        first frame is the one drawn for the layout."""
         if self._png is None:
-            self._png = png_bytes(self.figure)
+            self._png = png_bytes(self.figure, draw=False)
         return self._png
 
     def describe(self) -> str:
