@@ -1,6 +1,6 @@
 """Explorers: a figure driven by controls, live in a kernel and alive on the website.
 
-* :mod:`~attention_core.explorers.engine`: :class:`Explorer` (state, figure, the
+* :mod:`~attention_core.explorers.engine`: :class:`~attention_core.explorers.engine.Explorer` (state, figure, the
   choice of view);
 * :mod:`~attention_core.explorers.live`: the ipywidgets view (ipywidgets 7.7+ and 8);
 * :mod:`~attention_core.explorers.static`: the website's view, frames rendered at

@@ -266,7 +266,7 @@ def sparse_mask_explorer(lengths=(32, 64), sizes=(2, 4, 8), num_globals=(0, 2),
 
 
 class AlignmentExplorer(Explorer):
-    """An :class:`Explorer` whose live view also has a text box: type a source sentence,
+    """An :class:`~attention_core.explorers.engine.Explorer` whose live view also has a text box: type a source sentence,
     press Enter, and it joins the examples (bad input gets a message naming the
     allowed words instead of a traceback)."""
 

@@ -25,7 +25,7 @@ import os
 from typing import Any, Callable, Mapping, Sequence
 
 STATIC_FRAMES_ENV = "ATTENTION_CORE_STATIC_FRAMES"
-"""Environment variable: ``"1"`` makes explorers render every frame for the website."""
+"""The environment variable that, set to ``"1"``, makes explorers render every frame for the website."""
 
 Draw = Callable[[Any], Callable[..., None]]
 """``draw(fig) -> update``: draws the fixed parts of a figure, returns ``update(**data)``."""
