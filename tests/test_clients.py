@@ -98,6 +98,18 @@ print("CLIENT-PROBE " + json.dumps({
 """
 
 
+REDRAW_PROBE = """\
+import json
+from attention_core.explorers import basics_explorer
+_explorer = basics_explorer(["the", "cat", "sat", "down"])
+_view = _explorer.widget()
+_before = _view.image.value
+_view.sliders[0].value = _explorer.controls["temperature"][0]  # as a reader dragging it
+print("REDRAW-PROBE " + json.dumps({"redrawn": _view.image.value != _before,
+                                     "temperature": _explorer.values["temperature"]}))
+"""
+
+
 def texts(output, key="text/plain") -> str:
     if output.get("output_type") == "stream":
         return output.get("text", "")
@@ -121,6 +133,7 @@ def test_colab_chapter_runs_with_a_live_explorer(colab, monkeypatch, tmp_path):
     # Colab's working directory holds nothing of the book: run the chapter in an empty one
     nb = nbformat.read(CHAPTER, as_version=4)
     nb.cells.insert(0, nbformat.v4.new_code_cell(PROBE))
+    nb.cells.append(nbformat.v4.new_code_cell(REDRAW_PROBE))
     monkeypatch.setenv("JUPYTER_PATH", colab_env.kernel_path())
     start = time.monotonic()
     NotebookClient(nb, kernel_name=colab_env.KERNEL_NAME, timeout=300, startup_timeout=120,
@@ -150,7 +163,8 @@ def test_colab_chapter_runs_with_a_live_explorer(colab, monkeypatch, tmp_path):
                 problems.append(f"{where} wrote to stderr: {out.text[-500:]}")
     assert not problems, "chapter 1 failed in the Colab-like kernel:\n  " + "\n  ".join(problems)
 
-    explorer = [c for c in nb.cells if c.cell_type == "code" and EXPLORER_CALL in c.source]
+    chapter_cells = nb.cells[1:-1]  # without the probes
+    explorer = [c for c in chapter_cells if c.cell_type == "code" and EXPLORER_CALL in c.source]
     assert len(explorer) == 1, f"expected one cell calling {EXPLORER_CALL}"
     shown = [o for o in explorer[0].outputs if o.output_type in ("execute_result", "display_data")]
     summary = [{"type": o.output_type, "mime": sorted(o.get("data", {})),
@@ -160,6 +174,11 @@ def test_colab_chapter_runs_with_a_live_explorer(colab, monkeypatch, tmp_path):
     assert widget, f"the explorer shows no live widget (no {WIDGET_VIEW} with a model_id): {summary}"
     for o in shown:
         assert not DEFAULT_REPR.search(texts(o)), f"the explorer printed its default repr: {texts(o)}"
+
+    redraw = re.search(r"REDRAW-PROBE (.*)", "".join(texts(o) for o in nb.cells[-1].outputs))
+    assert redraw, f"the redraw probe printed nothing: {nb.cells[-1].outputs}"
+    assert json.loads(redraw.group(1)) == {"redrawn": True, "temperature": 0.25}, (
+        "moving a slider under ipywidgets 7.7.1 did not redraw the figure")
 
 
 # ------------------------------------------------------------------------- JupyterLab
