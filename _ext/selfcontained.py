@@ -10,9 +10,10 @@ the page down for nothing.
 It also loads MathJax on every page, not only on pages with equations of their own:
 the navigation shows chapter titles, and a title can hold math.
 
-Building the site is what asks the explorers for their static frames: ``setup`` sets
-``ATTENTION_CORE_STATIC_FRAMES=1``, which the kernels that execute the chapters inherit.
-A reader's kernel never has it, so a live explorer renders only the frame it shows.
+Building the site is what asks for the site's output: ``setup`` sets
+``ATTENTION_CORE_WEBSITE_BUILD=1``, which the kernels that execute the chapters inherit
+(``attention_core.website``): explorers render every frame, training prints one summary
+line instead of a progress bar. A reader's kernel never has it.
 """
 
 import os
@@ -36,7 +37,7 @@ def strip_scripts(app, pagename, templatename, context, doctree):
 
 
 def setup(app):
-    os.environ["ATTENTION_CORE_STATIC_FRAMES"] = "1"  # attention_core.explorers.STATIC_FRAMES_ENV
+    os.environ["ATTENTION_CORE_WEBSITE_BUILD"] = "1"  # attention_core.website.WEBSITE_BUILD_ENV
     app.set_html_assets_policy("always")
     app.connect("html-page-context", strip_scripts, priority=900)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -11,6 +11,8 @@ from typing import Any, Callable
 
 import torch
 
+from .website import building_website
+
 
 def token_loss(model: torch.nn.Module, batch: tuple) -> torch.Tensor:
     """Cross-entropy of ``model(x)`` against ``y`` for a batch ``(x (B, T), y (B, T, ...))``;
@@ -27,8 +29,10 @@ def train_model(model: torch.nn.Module, make_batch: Callable[[torch.Generator], 
     ``loss_fn(model, batch)`` gives the loss (default :func:`token_loss`). Returns
     ``(model in eval mode, losses)``.
 
-    ``progress`` shows a text tqdm bar on stdout (it renders in notebooks, terminals
-    and the built website).
+    ``progress`` shows a text tqdm bar on stdout in a kernel or a terminal; while the
+    website is built (:func:`~attention_core.website.building_website`) it prints one
+    summary line instead, ``desc: N steps, loss first -> last``, since a page is read
+    after the run and a bar's intermediate states would only clutter it.
     """
     from tqdm.std import tqdm
 
@@ -38,7 +42,7 @@ def train_model(model: torch.nn.Module, make_batch: Callable[[torch.Generator], 
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     losses = []
     tqdm.monitor_interval = 0  # no monitor thread inside a notebook kernel
-    bar = tqdm(range(steps), desc=desc, file=sys.stdout, disable=not progress,
+    bar = tqdm(range(steps), desc=desc, file=sys.stdout, disable=not progress or building_website(),
                mininterval=5.0, ncols=80, ascii=True)
     threads = torch.get_num_threads()
     # Tiny matrices gain nothing from a second thread, and OpenMP's barriers between
@@ -55,4 +59,6 @@ def train_model(model: torch.nn.Module, make_batch: Callable[[torch.Generator], 
     finally:
         torch.set_num_threads(threads)
     bar.close()
+    if progress and building_website() and losses:
+        print(f"{desc}: {steps} steps, loss {losses[0]:.3f} -> {losses[-1]:.3f}")
     return model.eval(), losses

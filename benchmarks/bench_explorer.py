@@ -13,6 +13,7 @@ from attention_core import explorers
 from attention_core.models import TinyTransformer
 from attention_core.seq2seq import Seq2Seq
 from attention_core.toy_tasks import tokenize
+from attention_core.website import WEBSITE_BUILD_ENV
 
 SENTENCE = tokenize("the cat sat on the mat because it was tired")
 
@@ -46,7 +47,7 @@ def first_display_seconds(make) -> float:
 
 
 def run() -> dict:
-    os.environ.pop(explorers.STATIC_FRAMES_ENV, None)  # a reader's kernel
+    os.environ.pop(WEBSITE_BUILD_ENV, None)  # a reader's kernel
     import ipywidgets  # noqa: F401  loaded once by any notebook that shows widgets
 
     first_display_seconds(EXPLORERS["basics"])  # warm matplotlib's font cache

@@ -9,7 +9,8 @@ from importlib.resources import files
 import numpy as np
 import pytest
 
-from attention_core.explorers import STATIC_FRAMES_ENV, Explorer, basics_explorer, engine
+from attention_core.explorers import Explorer, basics_explorer, engine
+from attention_core.website import WEBSITE_BUILD_ENV
 from attention_core.toy_tasks import tokenize
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
@@ -48,7 +49,7 @@ def test_sliders_show_human_labels_in_full(explorer):
 
 
 def test_a_live_kernel_renders_only_the_frame_it_shows(monkeypatch):
-    monkeypatch.delenv(STATIC_FRAMES_ENV, raising=False)
+    monkeypatch.delenv(WEBSITE_BUILD_ENV, raising=False)
     encoded = []
     real = engine.png_bytes
     monkeypatch.setattr(engine, "png_bytes", lambda fig, small=False, draw=True:
@@ -63,7 +64,7 @@ def test_a_live_kernel_renders_only_the_frame_it_shows(monkeypatch):
 
 
 def test_the_website_build_gets_every_frame_and_the_player(monkeypatch, explorer):
-    monkeypatch.setenv(STATIC_FRAMES_ENV, "1")
+    monkeypatch.setenv(WEBSITE_BUILD_ENV, "1")
     bundle = explorer._repr_mimebundle_()
     assert WIDGET_VIEW not in bundle, "the website has no widget manager"
     page = bundle["text/html"]

@@ -44,6 +44,13 @@ def test_chapter_page_has_figures_and_no_errors(site, chapter):
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS)
+def test_no_progress_bar_text_in_a_page(site, chapter):
+    text = (site / "chapters" / f"{chapter}.html").read_text()
+    bars = re.findall(r".{0,40}(?:\d+/\d+ \[\d\d:\d\d(?:<|&lt;)|it/s[\],]).{0,20}", text)
+    assert not bars, f"progress-bar text in the page (training prints one summary line on the site): {bars[:3]}"
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
 def test_chapter_page_weight_within_budget(site, chapter):
     path = site / "chapters" / f"{chapter}.html"
     soup = BeautifulSoup(path.read_text(), "html.parser")

@@ -13,10 +13,9 @@ from .chapters import (SPARSE_PATTERNS, AlignmentExplorer, alignment_explorer, b
                        heads_explorer, kv_sharing_explorer, masking_explorer, positional_explorer,
                        scaling_explorer, self_attention_explorer, sparse_mask_explorer,
                        tiling_explorer)
-from .engine import STATIC_FRAMES_ENV, Explorer, static_frames_requested
+from .engine import Explorer
 
 __all__ = [
-    "STATIC_FRAMES_ENV",
     "SPARSE_PATTERNS",
     "AlignmentExplorer",
     "Explorer",
@@ -29,6 +28,5 @@ __all__ = [
     "scaling_explorer",
     "self_attention_explorer",
     "sparse_mask_explorer",
-    "static_frames_requested",
     "tiling_explorer",
 ]

@@ -14,26 +14,19 @@ Its notebook output carries one of two views:
   (:mod:`~attention_core.explorers.live`), which renders the one frame it shows;
 * when the book's website is built: the static view
   (:mod:`~attention_core.explorers.static`), every frame rendered once and swapped by
-  a small player script. The build asks for it by setting :data:`STATIC_FRAMES_ENV`
-  (the book's ``_ext/selfcontained.py`` does); nothing needs to be set in a kernel.
+  a small player script, when :func:`~attention_core.website.building_website` says
+  the kernel builds the website; nothing needs to be set in a reader's kernel.
 """
 
 from __future__ import annotations
 
 import io
-import os
 from typing import Any, Callable, Mapping, Sequence
 
-STATIC_FRAMES_ENV = "ATTENTION_CORE_STATIC_FRAMES"
-"""The environment variable that, set to ``"1"``, makes explorers render every frame for the website."""
+from ..website import building_website
 
 Draw = Callable[[Any], Callable[..., None]]
 """``draw(fig) -> update``: draws the fixed parts of a figure, returns ``update(**data)``."""
-
-
-def static_frames_requested() -> bool:
-    """True while the book's website is being built (see :data:`STATIC_FRAMES_ENV`)."""
-    return os.environ.get(STATIC_FRAMES_ENV) == "1"
 
 
 def png_bytes(fig, small: bool = False, draw: bool = True) -> bytes:
@@ -139,7 +132,7 @@ class Explorer:
 
     def _repr_mimebundle_(self, include=None, exclude=None):
         bundle = {"text/plain": f"Explorer({', '.join(self.labels.values())})"}
-        if static_frames_requested():
+        if building_website():
             bundle["text/html"] = self.to_html()
             return bundle
         from .live import widget_view_mimebundle
