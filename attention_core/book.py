@@ -1,4 +1,5 @@
-"""Small helpers for the book's pages: show the package's own code instead of re-typing it."""
+"""Small helpers for the book's pages: show the package's own code instead of re-typing it,
+and hand a computed number to the prose."""
 
 from __future__ import annotations
 
@@ -10,3 +11,17 @@ def show_source(obj):
     from IPython.display import Code
 
     return Code(inspect.getsource(obj), language="python")
+
+
+def glue(name: str, value, display: bool = False):
+    """Give ``value`` to the page's prose as ``{glue:text}`name``` (myst-nb's glue).
+
+    The website's build has myst-nb; a reader's kernel (Colab, Binder) may not, and there
+    the value is simply returned, so the same cell runs everywhere.
+    """
+    try:
+        from myst_nb import glue as myst_glue
+    except ImportError:
+        return value
+    myst_glue(name, value, display=display)
+    return value
