@@ -5,6 +5,8 @@ PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
 MATHJAX_VERSION := 3.2.2
 MATHJAX := _vendor/_static/mathjax/tex-svg.js
+# The build typesets math into SVG with MathJax under Node (_ext/tex2svg.js, _ext/site_pages.py).
+MATHJAX_NODE := $(VENV)/mathjax-node/node_modules/mathjax-full/package.json
 # `make bench ONLY="flash sdpa"` re-runs some benchmarks and keeps the rest of results.json.
 BOOK_FLAGS := --all -W -n --keep-going
 
@@ -13,7 +15,7 @@ BOOK_FLAGS := --all -W -n --keep-going
 
 FIGURES := figures/_generated/logo.png
 
-setup: $(STAMP) $(MATHJAX) $(FIGURES)
+setup: $(STAMP) $(MATHJAX) $(MATHJAX_NODE) $(FIGURES)
 
 $(FIGURES): figures/make_logo.py $(STAMP)
 	$(PY) figures/make_logo.py
@@ -31,6 +33,10 @@ $(MATHJAX):
 	mkdir -p $(dir $(MATHJAX))
 	mv _vendor/tmp/package/es5/tex-svg.js $@
 	rm -rf _vendor/tmp
+
+$(MATHJAX_NODE): $(STAMP)
+	npm install --silent --no-audit --no-fund --prefix $(VENV)/mathjax-node mathjax-full@$(MATHJAX_VERSION)
+	touch $@
 
 # jupyter-cache re-executes a page when its cells change, not when the package (or the
 # benchmark results the performance page draws) does:

@@ -8,7 +8,8 @@ the page down for nothing.
   the explorers' static HTML view, so that state is never read.
 
 It also loads MathJax on every page, not only on pages with equations of their own:
-the navigation shows chapter titles, and a title can hold math.
+the navigation shows chapter titles, and a title can hold math. That is the fallback:
+``site_pages.py`` typesets the math at build time and then removes the MathJax tags.
 
 Building the site is what asks for the site's output: ``setup`` sets
 ``ATTENTION_CORE_WEBSITE_BUILD=1``, which the kernels that execute the chapters inherit

@@ -133,36 +133,35 @@ def check_softmax(student: Callable) -> Feedback:
 
 # --- scaled dot-product attention ------------------------------------------------------
 
-def _attention_ref(q, k, v, mask=None):
-    return functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)[0]
+def _attention_ref(q, k, v):
+    return functional.scaled_dot_product_attention(q, k, v)[0]
 
 
-def _attention_wrong(scale=None, dim=-1, invert=False):
-    def wrong(q, k, v, mask=None):
+def _attention_wrong(scale=None, dim=-1, weights_only=False):
+    def wrong(q, k, v):
         s = q @ k.transpose(-2, -1) * (scale(q.size(-1)) if scale else 1 / math.sqrt(q.size(-1)))
-        if mask is not None:
-            s = s.masked_fill(mask if invert else ~mask, -math.inf)
-        return torch.softmax(s, dim) @ v
+        weights = torch.softmax(s, dim)
+        return weights if weights_only else weights @ v
     return wrong
 
 
 def check_attention(student: Callable) -> Feedback:
-    """``student(q, k, v, mask=None)`` must return scaled dot-product attention's output,
-    with ``mask`` boolean, True = may attend."""
+    """``student(q, k, v)`` must return scaled dot-product attention's output
+    ``softmax(q k^T / sqrt(d_k)) v`` for ``q (..., L, d_k)``, ``k (..., S, d_k)`` and
+    ``v (..., S, d_v)`` (chapters 1 and 2; masks come in chapter 5)."""
     q, k, v = _rand(2, 3, 4, seed=1), _rand(2, 5, 4, seed=2), _rand(2, 5, 6, seed=3)
-    mask = torch.tensor([[True, True, False, False, False]] * 3)
     cases = [Case("three tokens, d_k = 2", (torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]], dtype=torch.float64),
                                             torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]], dtype=torch.float64),
                                             torch.tensor([[1.0, 0.0], [0.0, 10.0], [5.0, 5.0]], dtype=torch.float64))),
-             Case("batch, L != S", (q, k, v)),
-             Case("with a mask", (q, k, v, mask))]
+             Case("batch, L != S, d_v != d_k", (q, k, v)),
+             Case("d_k = 64", (_rand(4, 64, seed=4), _rand(6, 64, seed=5), _rand(6, 3, seed=6)))]
     mistakes = {
         "forgot the 1/sqrt(d_k) scale": _attention_wrong(scale=lambda d: 1.0),
         "divided by d_k instead of sqrt(d_k)": _attention_wrong(scale=lambda d: 1.0 / d),
         "softmax over the wrong axis: each query's row (the keys, dim=-1) must sum to 1":
             _attention_wrong(dim=-2),
-        "mask inverted: True means 'may attend', so fill where the mask is False":
-            _attention_wrong(invert=True),
+        "returned the weights: the output is the weights times the values (weights @ v)":
+            _attention_wrong(weights_only=True),
     }
     return _check(student, _attention_ref, cases, mistakes, "attention")
 

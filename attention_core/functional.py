@@ -1,6 +1,9 @@
 """Scaled dot-product attention (Vaswani et al., 2017) and the softmax under it.
 
-    Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k) + M) V
+    Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k) + bias) V
+
+where ``bias`` is 0 where the boolean mask M (True = may attend) allows a key and -inf
+where it does not, or any float mask added to the scores.
 
 As in HuggingFace's ``eager_attention_forward``, the maths lives in one short function,
 :func:`eager_attention`; :func:`scaled_dot_product_attention` is the public wrapper that

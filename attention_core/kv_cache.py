@@ -4,7 +4,8 @@ A decoder generating token t needs the keys and values of tokens 0..t-1 again; t
 never change, so they are kept instead of recomputed. Only the new token's key and
 value are projected at each step.
 
-Shape legend: B batch, Hkv key/value heads, S cached length, E head dim.
+Shape legend: B batch, Hkv key/value heads (h_kv), T tokens appended in one step, S
+cached length (the keys a new query attends to), E head dim (d_k).
 """
 
 from __future__ import annotations
@@ -62,7 +63,8 @@ def kv_cache_bytes(num_layers: int, num_kv_heads: int, head_dim: int, seq_len: i
 
     ``2 * num_layers * num_kv_heads * head_dim * seq_len * batch_size * bytes_per_element``;
     ``bytes_per_element=2`` is float16/bfloat16. Sharing key/value heads (MQA, GQA)
-    shrinks the cache by ``num_heads / num_kv_heads``.
+    shrinks the cache by ``num_heads / num_kv_heads`` (G, the query heads per key/value
+    head). In the book's symbols: ``2 n_layers h_kv d_k`` numbers per token.
     """
     for name, value in (("num_layers", num_layers), ("num_kv_heads", num_kv_heads),
                         ("head_dim", head_dim), ("seq_len", seq_len),

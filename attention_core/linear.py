@@ -4,16 +4,17 @@ phi(q) . phi(k), and reorder the products so no L x S matrix is ever formed.
     softmax attention:  out_i = sum_j exp(q_i . k_j) v_j / sum_j exp(q_i . k_j)
     kernel attention:   out_i = phi(q_i)^T (sum_j phi(k_j) v_j^T) / phi(q_i)^T (sum_j phi(k_j))
 
-The sums over j are computed once (``phi(K)^T V`` is M x Ev), so the cost is
-O(L * M * Ev) instead of O(L * S * E): linear in the sequence length. With a causal
+The sums over j are computed once (``phi(K)^T V`` is F x Ev), so the cost is
+O(L * F * Ev) instead of O(L * S * E): linear in the sequence length. With a causal
 mask the sums become prefix sums, a recurrent state updated token by token
 (Katharopoulos et al. 2020, "Transformers are RNNs"). Performer's FAVOR+ (Choromanski
 et al. 2020) picks random features whose dot product estimates exp(q . k / sqrt(E))
 without bias, so it approximates softmax attention itself.
 
-Shape legend: ``...`` batch dims (e.g. B, H), L query length, S key length, E query/key
-dim per head (d_k), Ev value dim per head (d_v), M number of features (phi: E -> M),
-R Linformer's projected length (the paper's k).
+Shape legend: ``...`` batch dims (e.g. B, H), L query length, S key length, T length of
+one sequence (causal: L = S = T), E query/key dim per head (d_k), Ev value dim per head
+(d_v), F number of features (phi maps E numbers to F), R Linformer's projected length
+(the book's r, the paper's k).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ def elu_feature_map(x: torch.Tensor) -> torch.Tensor:
 
 
 FEATURE_MAPS: dict[str, FeatureMap] = {"elu": elu_feature_map, "relu": F.relu}
-"""Named feature maps; ``linear_attention`` also takes any callable ``(..., E) -> (..., M)``."""
+"""Named feature maps; ``linear_attention`` also takes any callable ``(..., E) -> (..., F)``."""
 
 
 def _resolve(feature_map) -> FeatureMap:
@@ -72,12 +73,12 @@ def linear_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
     Args:
         query: ``(..., L, E)``; key: ``(..., S, E)``; value: ``(..., S, Ev)``.
         feature_map: a name in :data:`FEATURE_MAPS` (default ``"elu"``: elu + 1) or a
-            callable ``(..., E) -> (..., M)`` with non-negative outputs, such as
+            callable ``(..., E) -> (..., F)`` with non-negative outputs, such as
             :func:`performer_feature_map`.
         is_causal: query ``i`` sees keys ``j <= i`` (needs ``L == S``). Computed as prefix
             sums over chunks of ``chunk_size`` tokens: within a chunk the small
-            quadratic form, across chunks a running state ``S = sum phi(k) v^T``
-            ``(..., M, Ev)`` and ``z = sum phi(k)`` ``(..., M)``. ``chunk_size=1`` is the
+            quadratic form, across chunks a running state ``sum phi(k) v^T``
+            ``(..., F, Ev)`` and normaliser ``sum phi(k)`` ``(..., F)``. ``chunk_size=1`` is the
             recurrent form, one token at a time.
         eps: floor of the normaliser.
 
@@ -91,21 +92,21 @@ def linear_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
     if is_causal and key.size(-2) != query.size(-2):
         raise ValueError(f"causal linear_attention needs as many keys as queries, got "
                          f"query {tuple(query.shape)} and key {tuple(key.shape)}")
-    q, k = phi(query), phi(key)  # (..., L, M), (..., S, M)
+    q, k = phi(query), phi(key)  # (..., L, F), (..., S, F)
     if not is_causal:
-        kv = k.transpose(-2, -1) @ value  # (..., M, Ev): the only sum over keys
-        z = k.sum(-2).unsqueeze(-1)  # (..., M, 1)
+        kv = k.transpose(-2, -1) @ value  # (..., F, Ev): the only sum over keys
+        z = k.sum(-2).unsqueeze(-1)  # (..., F, 1)
         return (q @ kv) / (q @ z).clamp_min(eps), None  # (..., L, Ev)
     return _causal_linear(q, k, value, chunk_size, eps), None
 
 
 def _causal_linear(q, k, value, chunk_size, eps):
-    """Causal kernel attention of features ``q (..., T, M)``, ``k (..., T, M)`` and
+    """Causal kernel attention of features ``q (..., T, F)``, ``k (..., T, F)`` and
     ``value (..., T, Ev)`` as prefix sums over chunks: ``(..., T, Ev)``."""
     T = q.size(-2)
     batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2])
-    state = q.new_zeros(batch + (q.size(-1), value.size(-1)))  # (..., M, Ev)
-    z = q.new_zeros(batch + (q.size(-1), 1))  # (..., M, 1)
+    state = q.new_zeros(batch + (q.size(-1), value.size(-1)))  # (..., F, Ev)
+    z = q.new_zeros(batch + (q.size(-1), 1))  # (..., F, 1)
     outputs = []
     for c0 in range(0, T, chunk_size):
         qc, kc, vc = (x[..., c0:c0 + chunk_size, :] for x in (q, k, value))
@@ -120,7 +121,7 @@ def _causal_linear(q, k, value, chunk_size, eps):
 
 def random_features(num_features: int, dim: int, orthogonal: bool = True, seed: int = 0,
                     dtype=torch.float32, device=None) -> torch.Tensor:
-    """Projection ``W (M, E)`` with rows ``w ~ N(0, I_E)``.
+    """Projection ``W (F, E)`` with rows ``w ~ N(0, I_E)``.
 
     ``orthogonal=True`` makes the rows within each block of ``E`` exactly orthogonal
     (QR of a Gaussian matrix) and gives each row the length of a Gaussian vector (a
@@ -149,9 +150,9 @@ def random_features(num_features: int, dim: int, orthogonal: bool = True, seed: 
 
 def performer_feature_map(num_features: int, dim: int, orthogonal: bool = True,
                           seed: int = 0, device=None) -> FeatureMap:
-    """FAVOR+ positive random features: ``phi(x) = exp(W x' - |x'|^2 / 2) / sqrt(M)``
-    with ``x' = x / E^(1/4)``, so that ``E[phi(q) . phi(k)] = exp(q . k / sqrt(E))``,
-    the (scaled) softmax kernel.
+    """FAVOR+ positive random features: ``phi(x) = exp(W x' - |x'|^2 / 2) / sqrt(F)``
+    with ``x' = x / E^(1/4)``, so that the expectation of ``phi(q) . phi(k)`` is
+    ``exp(q . k / sqrt(E))``, the (scaled) softmax kernel.
 
     Every feature is positive, so weights are never negative and the normaliser never
     vanishes (the trigonometric features of earlier work can be negative). For
@@ -161,15 +162,15 @@ def performer_feature_map(num_features: int, dim: int, orthogonal: bool = True,
     The features are drawn on the CPU (see :func:`random_features`) and ``phi`` moves
     them to its input's device and dtype; pass ``device`` to place them there once.
     """
-    projection = random_features(num_features, dim, orthogonal, seed, device=device)  # (M, E)
+    projection = random_features(num_features, dim, orthogonal, seed, device=device)  # (F, E)
 
     def phi(x: torch.Tensor) -> torch.Tensor:
         if x.size(-1) != dim:
             raise ValueError(f"performer features were drawn for dim={dim}, got input of "
                              f"shape {tuple(x.shape)}")
         x = x / dim ** 0.25
-        W = projection.to(device=x.device, dtype=x.dtype)  # (M, E), a no-op when already there
-        exponent = x @ W.T - (x * x).sum(-1, keepdim=True) / 2  # (..., M)
+        W = projection.to(device=x.device, dtype=x.dtype)  # (F, E), a no-op when already there
+        exponent = x @ W.T - (x * x).sum(-1, keepdim=True) / 2  # (..., F)
         return torch.exp(exponent - exponent.max().detach()) / math.sqrt(num_features)
 
     return phi
@@ -195,7 +196,8 @@ def linformer_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Ten
                         scale: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Linformer (Wang et al. 2020): project keys and values along the sequence,
     ``K' = P_K K`` and ``V' = P_V V`` with ``key_projection`` ``P_K`` and
-    ``value_projection`` ``P_V`` of shape ``(R, S)`` (the paper's E and F, R its k),
+    ``value_projection`` ``P_V`` of shape ``(R, S)`` (the book's P_K and P_V in R^{r x S}; the paper's E and F,
+    and k for r),
     then ordinary softmax attention over the R projected positions:
     ``softmax(Q K'^T / sqrt(E)) V'``.
 

@@ -5,7 +5,8 @@ Every builder takes ``device=`` (default: the CPU, or for :func:`padding_mask` t
 device of ``lengths``): build the mask where the scores live, since a kernel refuses a
 mask on another device than its inputs.
 
-Shape legend: B batch, L query length, S key length.
+Shape legend: B batch, L query length, S key length. A mask is the book's M:
+``M[i, j]`` is True where query ``i`` may attend to key ``j``.
 """
 
 from __future__ import annotations

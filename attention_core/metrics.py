@@ -11,7 +11,8 @@ from ._checks import check_tensor
 
 
 def attention_entropy(weights: torch.Tensor) -> torch.Tensor:
-    """Shannon entropy of each row of ``weights (..., L, S)`` in nats: ``(..., L)``.
+    """Shannon entropy of each row of ``weights (..., L, S)`` in nats: ``(..., L)``,
+    the book's calligraphic H_i = -sum_j alpha_ij ln alpha_ij.
 
     ``0`` means all weight on one key; ``ln S`` means spread evenly over all S keys.
     Zero weights contribute nothing (0 ln 0 = 0), so a fully masked row has entropy 0.

@@ -1,8 +1,10 @@
 """Multi-head attention (Vaswani et al., 2017) with shared key/value heads:
 multi-query (Shazeer, 2019) and grouped-query attention (Ainslie et al., 2023).
 
-Shape legend: B batch, L query length, S key length, H query heads,
-Hkv key/value heads, E head dim (d_k), D model width (embed_dim = H * E).
+Shape legend: B batch, T length of one sequence (self-attention, L = S = T), L query
+length, S key length, H query heads (h), Hkv key/value heads (h_kv), G query heads per
+key/value head (H / Hkv), E head dim (d_k), D model width (embed_dim = H * E). A head
+is indexed by ``a``: query head ``a`` uses key/value head ``a // G``.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ def merge_heads(x: torch.Tensor) -> torch.Tensor:
 def repeat_kv(x: torch.Tensor, num_groups: int) -> torch.Tensor:
     """Repeat each key/value head ``num_groups`` times: ``(B, Hkv, S, E)`` -> ``(B, Hkv*num_groups, S, E)``.
 
-    Query head ``h`` then lines up with kv head ``h // num_groups``.
+    Query head ``a`` then lines up with kv head ``a // num_groups``.
     """
     if num_groups == 1:
         return x
@@ -47,8 +49,8 @@ class MultiHeadAttention(nn.Module):
     """Batch-first multi-head attention that returns per-head weights.
 
     ``num_kv_heads=None`` is standard MHA; ``1`` is MQA; a divisor of ``num_heads``
-    in between is GQA, where query head ``h`` uses kv head
-    ``h // (num_heads // num_kv_heads)``. With ``rope=True``, rotary embeddings
+    in between is GQA, where query head ``a`` uses kv head
+    ``a // (num_heads // num_kv_heads)``. With ``rope=True``, rotary embeddings
     (:func:`~attention_core.positional.apply_rotary`) are applied to queries and keys after projection.
     ``device`` and ``dtype`` place the parameters, as in ``torch.nn.MultiheadAttention``
     (default: float32 on the CPU); inputs and masks must be on the parameters' device.
@@ -181,8 +183,8 @@ def grouped_query_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                             dropout_p: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
     """Attention where ``H`` query heads share ``Hkv`` key/value heads.
 
-    ``q (B, H, L, E)``, ``k``/``v (B, Hkv, S, E)``; query head ``h`` reads kv head
-    ``h // (H // Hkv)``. Without a custom mask, the ``G = H // Hkv`` query heads of a
+    ``q (B, H, L, E)``, ``k``/``v (B, Hkv, S, E)``; query head ``a`` reads kv head
+    ``a // (H // Hkv)``. Without a custom mask, the ``G = H // Hkv`` query heads of a
     group are stacked as ``G * L`` queries against their one kv head, so keys and
     values are read once per group, never copied; with a mask, kv heads are repeated.
     Returns ``(output (B, H, L, E), weights (B, H, L, S))``.

@@ -1,20 +1,25 @@
 """Alignment scores of the encoder-decoder attention of Bahdanau et al. (2014) and
-Luong et al. (2015): how well a decoder state ``s`` matches each encoder state ``h_i``.
+Luong et al. (2015): how well a decoder state ``u`` matches each encoder state ``e_i``
+(the book's notation, chapter 6; the papers write s and h).
 
-    additive (Bahdanau)   score(s, h) = v^T tanh(W_s s + W_h h)
-    dot      (Luong)      score(s, h) = s^T h
-    general  (Luong)      score(s, h) = s^T W h
-    concat   (Luong)      score(s, h) = v^T tanh(W [s; h])
+    additive (Bahdanau)   score(u, e) = v^T tanh(W_s u + W_h e)
+    dot      (Luong)      score(u, e) = u^T e
+    general  (Luong)      score(u, e) = u^T W e
+    concat   (Luong)      score(u, e) = v^T tanh(W [u; e])
 
-Every score is a module with one signature, ``score(query (B, Dq), keys (B, S, Dk)) ->
-(B, S)``, chosen by name from :data:`SCORES`; :func:`attend` turns scores into weights
+``W_s``, ``W_h``, ``W`` are learned matrices (``W_s`` acts on the decoder state, ``W_h``
+on the encoder states, named as the attributes are) and ``v`` is a learned vector.
+
+Every score is a module with one signature, ``score(query (B, query_dim), keys (B, S, key_dim))
+-> (B, S)``, chosen by name from :data:`SCORES`; :func:`attend` turns scores into weights
 (masking padded source positions) and a context vector. Which decoder state is the
-query (``s_{t-1}`` for Bahdanau, ``s_t`` for Luong) is the decoder's business:
+query (``u_{t-1}`` for Bahdanau, ``u_t`` for Luong) is the decoder's business:
 :mod:`attention_core.seq2seq`.
 
-Shape legend: B batch, S source length, Dq query (decoder state) dim, Dk key
-(encoder state) dim (in chapter 6 both are the GRU's hidden size Dh), A attention dim
-of the additive and concat scores.
+Shape legend: B batch, S source length, Dh hidden size of a recurrent network. In
+chapter 6 the decoder state (the query) and the encoder states (the keys) are all Dh
+wide; the modules take their widths separately, as ``query_dim`` and ``key_dim``, and
+``attn_dim`` is the width of the hidden layer of the additive and concat scores.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from .functional import softmax
 
 
 class AdditiveScore(nn.Module):
-    """Bahdanau's ``v^T tanh(W_s s + W_h h)``: a one-hidden-layer network on the pair."""
+    """Bahdanau's ``v^T tanh(W_s u + W_h e)``: a one-hidden-layer network on the pair."""
 
     def __init__(self, query_dim: int, key_dim: int, attn_dim: int):
         super().__init__()
@@ -36,13 +41,13 @@ class AdditiveScore(nn.Module):
         self.v = nn.Linear(attn_dim, 1, bias=False)
 
     def forward(self, query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
-        """``query (B, Dq)``, ``keys (B, S, Dk)`` -> scores ``(B, S)``."""
-        hidden = torch.tanh(self.W_s(query).unsqueeze(1) + self.W_h(keys))  # (B, S, A)
+        """``query (B, query_dim)``, ``keys (B, S, key_dim)`` -> scores ``(B, S)``."""
+        hidden = torch.tanh(self.W_s(query).unsqueeze(1) + self.W_h(keys))  # (B, S, attn_dim)
         return self.v(hidden).squeeze(-1)  # (B, S)
 
 
 class DotScore(nn.Module):
-    """Luong's ``s^T h``: no parameters; needs ``query_dim == key_dim``."""
+    """Luong's ``u^T e``: no parameters; needs ``query_dim == key_dim``."""
 
     def __init__(self, query_dim: int, key_dim: int, attn_dim: int | None = None):
         super().__init__()
@@ -50,24 +55,24 @@ class DotScore(nn.Module):
             raise ValueError(f"the dot score needs query_dim == key_dim, got {query_dim} and {key_dim}")
 
     def forward(self, query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
-        """``query (B, Dq)``, ``keys (B, S, Dk)`` -> scores ``(B, S)``."""
+        """``query (B, query_dim)``, ``keys (B, S, key_dim)`` -> scores ``(B, S)``."""
         return (keys @ query.unsqueeze(-1)).squeeze(-1)  # (B, S)
 
 
 class GeneralScore(nn.Module):
-    """Luong's ``s^T W h``: a learned bilinear form."""
+    """Luong's ``u^T W e``: a learned bilinear form."""
 
     def __init__(self, query_dim: int, key_dim: int, attn_dim: int | None = None):
         super().__init__()
-        self.W = nn.Linear(key_dim, query_dim, bias=False)  # W h, then the dot with s
+        self.W = nn.Linear(key_dim, query_dim, bias=False)  # W e, then the dot with u
 
     def forward(self, query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
-        """``query (B, Dq)``, ``keys (B, S, Dk)`` -> scores ``(B, S)``."""
+        """``query (B, query_dim)``, ``keys (B, S, key_dim)`` -> scores ``(B, S)``."""
         return (self.W(keys) @ query.unsqueeze(-1)).squeeze(-1)  # (B, S)
 
 
 class ConcatScore(nn.Module):
-    """Luong's ``v^T tanh(W [s; h])``: one matrix on the concatenated pair. Splitting
+    """Luong's ``v^T tanh(W [u; e])``: one matrix on the concatenated pair. Splitting
     ``W = [W_s, W_h]`` shows it is the additive score written differently."""
 
     def __init__(self, query_dim: int, key_dim: int, attn_dim: int):
@@ -76,8 +81,8 @@ class ConcatScore(nn.Module):
         self.v = nn.Linear(attn_dim, 1, bias=False)
 
     def forward(self, query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
-        """``query (B, Dq)``, ``keys (B, S, Dk)`` -> scores ``(B, S)``."""
-        pairs = torch.cat((query.unsqueeze(1).expand(-1, keys.size(1), -1), keys), -1)  # (B, S, Dq+Dk)
+        """``query (B, query_dim)``, ``keys (B, S, key_dim)`` -> scores ``(B, S)``."""
+        pairs = torch.cat((query.unsqueeze(1).expand(-1, keys.size(1), -1), keys), -1)  # (B, S, query_dim + key_dim)
         return self.v(torch.tanh(self.W(pairs))).squeeze(-1)  # (B, S)
 
 
@@ -104,13 +109,13 @@ def attend(score: nn.Module, query: torch.Tensor, keys: torch.Tensor,
 
     Args:
         score: a module from :func:`make_score`.
-        query: decoder state ``(B, Dq)``.
-        keys: encoder states ``(B, S, Dk)``; they are also the values.
+        query: decoder state ``(B, query_dim)``.
+        keys: encoder states ``(B, S, key_dim)``; they are also the values.
         attn_mask: ``(B, S)`` bool, True at real source tokens (padding gets weight 0), on
             the device of ``keys``.
 
     Returns:
-        ``(context (B, Dk), weights (B, S))``: weights are the softmax of the scores
+        ``(context (B, key_dim), weights (B, S))``: weights are the softmax of the scores
         over the source, the context their weighted sum of ``keys``.
     """
     check_tensor("query", query, min_dim=2)
@@ -128,4 +133,4 @@ def attend(score: nn.Module, query: torch.Tensor, keys: torch.Tensor,
                              f"{attn_mask.dtype} {tuple(attn_mask.shape)}")
         scores = scores.masked_fill(~attn_mask, float("-inf"))
     weights = softmax(scores, dim=-1)  # (B, S)
-    return (weights.unsqueeze(1) @ keys).squeeze(1), weights  # (B, Dk), (B, S)
+    return (weights.unsqueeze(1) @ keys).squeeze(1), weights  # (B, key_dim), (B, S)

@@ -281,7 +281,7 @@ def lsh_candidates(qk: torch.Tensor, num_buckets: int, num_hashes: int = 1, seed
 
 
 def _rows(x: torch.Tensor, order: torch.Tensor) -> torch.Tensor:
-    """``x (..., T, X)`` with its rows taken in ``order (..., T)``."""
+    """``x (..., T, width)`` with its rows taken in ``order (..., T)``."""
     return x.gather(-2, order.unsqueeze(-1).expand(*order.shape, x.size(-1)))
 
 

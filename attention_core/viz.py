@@ -126,13 +126,13 @@ def head_sharing_diagram(num_heads: int, num_kv_heads: int, ax=None, title: str 
         ax.scatter([h], [1], s=160 * size, marker="s", color=color(g / max(num_kv_heads - 1, 1) * 0.85), zorder=3)
     ax.scatter(kv_x, [0] * num_kv_heads, s=260 * size, marker="o", zorder=3,
                color=[color(g / max(num_kv_heads - 1, 1) * 0.85) for g in range(num_kv_heads)])
-    ax.text(-0.9, 1, "query heads", ha="right", va="center", fontsize=9)
-    ax.text(-0.9, 0, "key/value heads", ha="right", va="center", fontsize=9)
+    ax.text(-0.9, 1, "query heads", ha="right", va="center", fontsize="medium")
+    ax.text(-0.9, 0, "key/value heads", ha="right", va="center", fontsize="medium")
     ax.set_xlim(-0.28 * num_heads - 3, num_heads - 0.4)
     ax.set_ylim(-0.4, 1.4)
     ax.axis("off")
     if title:
-        ax.set_title(title, fontsize=10)
+        ax.set_title(title, fontsize="medium")
     return ax
 
 
@@ -149,24 +149,24 @@ def mask_plot(mask, ax=None, title: str | None = None):
     image = ax.imshow(m, cmap=MASK_CMAP, vmin=0, vmax=1, interpolation="nearest")
     ax.set_xlabel("key position")
     ax.set_ylabel("query position")
-    ax.set_title(title if title is not None else f"keeps {m.mean():.1%}", fontsize=9)
+    ax.set_title(title if title is not None else f"keeps {m.mean():.1%}", fontsize="medium")
     return image
 
 
 _FLOWS = {
     # name: (x, y, label); edges follow. Time runs left to right; encoder states at the bottom.
-    "bahdanau": ({"prev": (0.0, 1.0, "$s_{t-1}$"), "y": (0.0, 2.0, "$y_{t-1}$"),
-                  "h": (1.2, -0.6, "encoder states\n$h_1 \\ldots h_S$"),
+    "bahdanau": ({"prev": (0.0, 1.0, "$u_{t-1}$"), "y": (0.0, 2.0, "$y_{t-1}$"),
+                  "h": (1.2, -0.6, "encoder states\n$e_1 \\ldots e_S$"),
                   "attn": (1.2, 0.5, "score + softmax\n$\\alpha_t$"), "c": (2.4, 0.5, "$c_t$"),
-                  "rnn": (2.4, 1.6, "GRU"), "s": (3.6, 1.6, "$s_t$"),
+                  "rnn": (2.4, 1.6, "GRU"), "s": (3.6, 1.6, "$u_t$"),
                   "out": (4.8, 1.0, "output\n$y_t$")},
                  [("prev", "attn"), ("h", "attn"), ("attn", "c"), ("c", "rnn"), ("prev", "rnn"),
                   ("y", "rnn"), ("rnn", "s"), ("s", "out"), ("c", "out")]),
-    "luong": ({"prev": (0.0, 1.0, "$s_{t-1}$"), "y": (0.0, 2.0, "$y_{t-1}$"),
-               "rnn": (1.2, 1.6, "GRU"), "s": (2.4, 1.6, "$s_t$"),
-               "h": (2.4, -0.6, "encoder states\n$h_1 \\ldots h_S$"),
+    "luong": ({"prev": (0.0, 1.0, "$u_{t-1}$"), "y": (0.0, 2.0, "$y_{t-1}$"),
+               "rnn": (1.2, 1.6, "GRU"), "s": (2.4, 1.6, "$u_t$"),
+               "h": (2.4, -0.6, "encoder states\n$e_1 \\ldots e_S$"),
                "attn": (2.4, 0.5, "score + softmax\n$\\alpha_t$"), "c": (3.6, 0.5, "$c_t$"),
-               "tilde": (4.8, 1.0, "$\\tilde h_t = \\tanh(W_c[c_t; s_t])$"),
+               "tilde": (4.8, 1.0, "$\\tilde h_t = \\tanh(W_c[c_t; u_t])$"),
                "out": (6.0, 1.0, "output\n$y_t$")},
               [("prev", "rnn"), ("y", "rnn"), ("rnn", "s"), ("s", "attn"), ("h", "attn"),
                ("attn", "c"), ("c", "tilde"), ("s", "tilde"), ("tilde", "out")]),
@@ -206,19 +206,59 @@ def decoder_flow(kind: str, ax=None, title: str | None = None):
 # which changes the artists in place (``set_data``, bar heights, titles), so an
 # explorer redraws without rebuilding the figure. A chapter draws one state with
 # ``panel(fig, ...)(data ...)``.
+#
+# Every panel takes ``layout``: ``"wide"`` (panels side by side, for a desktop's
+# content column and the live widget) or ``"narrow"`` (the same panels stacked, for
+# a phone). Font sizes are left to the rcParams an explorer draws under
+# (:data:`LAYOUT_STYLE`), so that text is legible at the size a layout is shown.
+
+LAYOUTS = ("wide", "narrow")
+"""The layouts every panel can draw."""
+
+LAYOUT_STYLE = {
+    # shown at about 730 CSS px (desktop content column): 720 px at 100 dpi, scale 1;
+    # the smallest text (8 pt) is 11 px
+    "wide": {"dpi": 100, "width": 7.2,
+             "rc": {"font.size": 9, "axes.titlesize": 9, "axes.labelsize": 9,
+                    "xtick.labelsize": 8, "ytick.labelsize": 8, "legend.fontsize": 8,
+                    "figure.titlesize": 10}},
+    # shown at about 358 CSS px (a 390 px phone): 525 px at 150 dpi, scale 0.68;
+    # the smallest text (7.5 pt = 15.6 px) is 10.6 CSS px there
+    "narrow": {"dpi": 150, "width": 3.5,
+               "rc": {"font.size": 8.5, "axes.titlesize": 8.5, "axes.labelsize": 8,
+                      "xtick.labelsize": 7.5, "ytick.labelsize": 7.5, "legend.fontsize": 7.5,
+                      "figure.titlesize": 9}},
+}
+"""Per layout: dpi, figure width (inches) and the rcParams an explorer draws under."""
 
 
-def heatmap_entropy_panel(fig, max_tokens: int):
-    """Attention weights of up to ``max_tokens`` tokens beside the entropy of each row.
+def check_layout(layout: str) -> bool:
+    """True for the narrow layout; raises on an unknown one."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+    return layout == "narrow"
+
+
+def _pair(fig, layout: str, ratios: Sequence[float]):
+    """Two axes: side by side (wide, ``width_ratios``) or stacked (narrow, ``height_ratios``)."""
+    if check_layout(layout):
+        return fig.subplots(2, 1, height_ratios=ratios)
+    return fig.subplots(1, 2, width_ratios=ratios)
+
+
+def heatmap_entropy_panel(fig, max_tokens: int, layout: str = "wide"):
+    """Attention weights of up to ``max_tokens`` tokens beside (wide) or over
+    (narrow) the entropy of each row.
 
     Returns ``update(weights (n, n), labels, title="")``.
     """
-    ax_map, ax_ent = fig.subplots(1, 2, width_ratios=[1.15, 1])
+    ax_map, ax_ent = _pair(fig, layout, [1.15, 1])
     image = heatmap(np.zeros((max_tokens, max_tokens)), ax=ax_map)
     bars = entropy_bars(np.zeros(max_tokens), ax=ax_ent)
-    ax_ent.set_ylim(0, math.log(max_tokens) * 1.4)  # head-room for the note above the line
+    ax_ent.set_ylim(0, math.log(max_tokens) * 1.45)  # head-room for the note above the line
     line = ax_ent.axhline(0, color="0.3", ls="--", lw=1)
-    note = ax_ent.text(0.98, 0.98, "", transform=ax_ent.transAxes, ha="right", va="top", fontsize=8)
+    note = ax_ent.text(0.98, 0.97, "", transform=ax_ent.transAxes, ha="right", va="top",
+                       fontsize="small")
 
     def update(weights, labels: Sequence[str], title: str = ""):
         from .metrics import attention_entropy
@@ -241,15 +281,20 @@ def heatmap_entropy_panel(fig, max_tokens: int):
     return update
 
 
-def scaling_panel(fig, d_ks: Sequence[int], mean_entropy: dict, num_keys: int, bins: int = 40):
+def scaling_panel(fig, d_ks: Sequence[int], mean_entropy: dict, num_keys: int, bins: int = 40,
+                  layout: str = "wide"):
     """Chapter 2: histogram of scores, one softmax row, and the mean row entropy
-    against ``d_k`` (``mean_entropy[scaled]`` is one value per ``d_ks``).
+    against ``d_k`` (``mean_entropy[scaled]`` is one value per ``d_ks``); side by
+    side (wide) or stacked (narrow).
 
     Returns ``update(d_k, scaled, scores (N, S))``.
     """
     from .metrics import attention_entropy
 
-    ax_hist, ax_row, ax_ent = fig.subplots(1, 3, width_ratios=[1.1, 1, 1])
+    if check_layout(layout):
+        ax_hist, ax_row, ax_ent = fig.subplots(3, 1)
+    else:
+        ax_hist, ax_row, ax_ent = fig.subplots(1, 3, width_ratios=[1.1, 1, 1])
     hist = ax_hist.bar(np.zeros(bins), np.zeros(bins), width=1.0, align="edge", color=color(0.3))
     ax_hist.set_xlabel("score q·k (/√d_k if scaled)")
     ax_hist.set_ylabel("density")
@@ -266,8 +311,8 @@ def scaling_panel(fig, d_ks: Sequence[int], mean_entropy: dict, num_keys: int, b
     ax_ent.set_xscale("log", base=2)
     ax_ent.set_xlabel("d_k")
     ax_ent.set_ylabel("mean row entropy (nats)")
-    ax_ent.set_title(f"dotted: ln {num_keys} (uniform)", fontsize=9)
-    ax_ent.legend(fontsize=8, loc="lower left")
+    ax_ent.set_title(f"dotted: ln {num_keys} (uniform)")
+    ax_ent.legend(loc="lower left")
 
     def update(d_k: int, scaled: bool, scores):
         from .functional import softmax
@@ -281,32 +326,45 @@ def scaling_panel(fig, d_ks: Sequence[int], mean_entropy: dict, num_keys: int, b
             bar.set_height(height)
         ax_hist.set_xlim(-limit, limit)
         ax_hist.set_ylim(0, density.max() * 1.1)
-        ax_hist.set_title(f"variance {values.var():.1f} (theory {1 if scaled else d_k})", fontsize=10)
+        ax_hist.set_title(f"variance {values.var():.1f} (theory {1 if scaled else d_k})")
         weights = softmax(torch.as_tensor(scores[0]))  # (S,): the first row
         for bar, w in zip(row, weights):
             bar.set_height(w.item())
-        ax_row.set_title(f"one row: max {weights.max():.2f}, "
-                         f"H = {attention_entropy(weights):.2f} nats", fontsize=10)
+        ax_row.set_title(f"one row: max {weights.max():.2f},\n"
+                         f"entropy {attention_entropy(weights):.2f} nats")
         marker.set_data([d_k], [mean_entropy[scaled][list(d_ks).index(d_k)]])
 
     return update
 
 
-def head_grid_panel(fig, max_heads: int, seq_len: int):
-    """Chapter 4: one heatmap per head (up to ``max_heads``) and each head's mean row
-    entropy. Returns ``update(weights (H, T, T), tokens, head_titles)``."""
+def head_grid_panel(fig, max_heads: int, seq_len: int, layout: str = "wide"):
+    """Chapter 4: one heatmap per head (up to ``max_heads``, two per row) and each
+    head's mean row entropy, to the right (wide) or below (narrow).
+
+    Returns ``update(weights (H, T, T), tokens, head_titles)``.
+    """
     from .metrics import attention_entropy
 
-    axes = fig.subplots(1, max_heads + 1, width_ratios=[1] * max_heads + [0.9])
-    images = [heatmap(np.zeros((seq_len, seq_len)), ax=ax, colorbar=False) for ax in axes[:-1]]
-    for ax in axes[1:-1]:
-        ax.set_ylabel("")
-    bars = axes[-1].bar(range(max_heads), np.zeros(max_heads), color=color(0.35))
-    axes[-1].axhline(math.log(seq_len), color="0.3", ls="--", lw=1)
-    axes[-1].set_ylim(0, math.log(seq_len) * 1.1)
-    axes[-1].set_xticks(range(max_heads), [f"h{h}" for h in range(max_heads)])
-    axes[-1].set_ylabel("mean row entropy (nats)")
-    axes[-1].set_title(f"dashed: ln {seq_len}", fontsize=9)
+    narrow = check_layout(layout)
+    rows = math.ceil(max_heads / 2)
+    if narrow:
+        grid = fig.add_gridspec(rows + 1, 2, height_ratios=[1] * rows + [0.8])
+        ax_bars = fig.add_subplot(grid[rows, :])
+    else:
+        grid = fig.add_gridspec(rows, 3, width_ratios=[1, 1, 1.05])
+        ax_bars = fig.add_subplot(grid[:, 2])
+    axes = [fig.add_subplot(grid[h // 2, h % 2]) for h in range(max_heads)]
+    images = []
+    for h, ax in enumerate(axes):
+        images.append(heatmap(np.zeros((seq_len, seq_len)), ax=ax, colorbar=False))
+        ax.set_xlabel("key")
+        ax.set_ylabel("query" if h % 2 == 0 else "")
+    bars = ax_bars.bar(range(max_heads), np.zeros(max_heads), color=color(0.35))
+    ax_bars.axhline(math.log(seq_len), color="0.3", ls="--", lw=1)
+    ax_bars.set_ylim(0, math.log(seq_len) * 1.1)
+    ax_bars.set_xticks(range(max_heads), [f"head {h}" for h in range(max_heads)])
+    ax_bars.set_ylabel("mean row entropy (nats)")
+    ax_bars.set_title(f"dashed: ln {seq_len} (uniform)")
 
     def update(weights, tokens: Sequence[str], head_titles: Sequence[str]):
         H = len(weights)
@@ -314,9 +372,9 @@ def head_grid_panel(fig, max_heads: int, seq_len: int):
             ax.set_visible(h < H)
             if h < H:
                 image.set_data(_to_numpy(weights[h]))
-                ax.set_xticks(range(seq_len), tokens, rotation=0)
+                ax.set_xticks(range(seq_len), tokens, rotation=0, ha="center")
                 ax.set_yticks(range(seq_len), tokens)
-                ax.set_title(head_titles[h], fontsize=9)
+                ax.set_title(head_titles[h])
         entropy = attention_entropy(torch.as_tensor(weights)).mean(-1)  # (H,)
         for h, bar in enumerate(bars):
             bar.set_height(entropy[h].item() if h < H else 0.0)
@@ -324,34 +382,37 @@ def head_grid_panel(fig, max_heads: int, seq_len: int):
     return update
 
 
-def kv_sharing_panel(fig, num_heads: int, contexts: Sequence[int], cache_gib):
+def kv_sharing_panel(fig, num_heads: int, contexts: Sequence[int], cache_gib, layout: str = "wide"):
     """Chapter 8: which query heads share each key/value head, and the KV cache size
-    against context length. ``cache_gib(num_kv_heads, context) -> GiB``.
+    against context length, side by side (wide) or stacked (narrow).
+    ``cache_gib(num_kv_heads, context) -> GiB``.
 
     Returns ``update(num_kv_heads, context)``.
     """
-    ax_diagram, ax_size = fig.subplots(1, 2, width_ratios=[1.6, 1])
+    ax_diagram, ax_size = _pair(fig, layout, [1.6, 1] if layout == "wide" else [0.8, 1])
     ax_size.set_xscale("log", base=2)
     ax_size.set_yscale("log", base=2)
     ax_size.set_xlabel("context length (tokens)")
     ax_size.set_ylabel("KV cache (GiB, fp16)")
     for kv, name, va in ((num_heads, "MHA", "bottom"), (1, "MQA", "top")):
         ax_size.plot(contexts, [cache_gib(kv, c) for c in contexts], ":", color="0.6", lw=1)
-        ax_size.text(contexts[-1], cache_gib(kv, contexts[-1]), name, fontsize=8, ha="right",
-                     va=va, color="0.4")
+        ax_size.text(contexts[-1], cache_gib(kv, contexts[-1]), name, fontsize="small", ha="right",
+                     va=va, color="0.3")
     line, = ax_size.plot([], [], "-o", ms=3, color=color(0.3))
     point, = ax_size.plot([], [], "o", ms=10, mfc="none", mec="red", mew=2)
 
     def update(num_kv_heads: int, context: int):
         ax_diagram.clear()
         head_sharing_diagram(num_heads, num_kv_heads, ax=ax_diagram)
+        if layout == "narrow":  # room for the row labels, larger beside the narrow figure
+            left, right = ax_diagram.get_xlim()
+            ax_diagram.set_xlim(left - 0.3 * (right - left), right)
         kind = "MHA" if num_kv_heads == num_heads else "MQA" if num_kv_heads == 1 else "GQA"
-        ax_diagram.set_title(f"{kind}: {num_heads} query heads share {num_kv_heads} kv head(s)",
-                             fontsize=10)
+        ax_diagram.set_title(f"{kind}: {num_heads} query heads share {num_kv_heads} kv head(s)")
         line.set_data(contexts, [cache_gib(num_kv_heads, c) for c in contexts])
         size = cache_gib(num_kv_heads, context)
         point.set_data([context], [size])
-        ax_size.set_title(f"{context:,} tokens: {size:.2f} GiB", fontsize=10)
+        ax_size.set_title(f"{context:,} tokens: {size:.2f} GiB")
 
     return update
 
@@ -370,26 +431,26 @@ def encoding_heatmap(pe, ax=None, title: str | None = None):
     return image
 
 
-def sinusoidal_panel(fig, max_positions: int, max_d_model: int):
+def sinusoidal_panel(fig, max_positions: int, max_d_model: int, layout: str = "wide"):
     """Chapter 9: the sinusoidal encoding (positions by dimensions) and the similarity
-    of two encodings against their distance.
+    of two encodings against their distance, side by side (wide) or stacked (narrow).
 
     Returns ``update(pe (T, D), similarity (T,), title)``.
     """
-    ax_map, ax_sim = fig.subplots(1, 2, width_ratios=[1.3, 1])
+    ax_map, ax_sim = _pair(fig, layout, [1.3, 1])
     image = encoding_heatmap(np.zeros((max_positions, max_d_model)), ax=ax_map)
     line, = ax_sim.plot([], [], color=color(0.3))
     ax_sim.set_xlabel("distance |p - q|")
     ax_sim.set_ylabel("PE(p)·PE(q) / (d_model / 2)")
     ax_sim.set_ylim(-0.45, 1.05)
     ax_sim.axhline(0, color="0.6", lw=0.8)
-    ax_sim.set_title("similarity falls with distance", fontsize=10)
+    ax_sim.set_title("similarity falls with distance")
 
     def update(pe, similarity, title: str):
         T, D = pe.shape
         image.set_data(_to_numpy(pe))
         image.set_extent((-0.5, D - 0.5, T - 0.5, -0.5))
-        ax_map.set_title(title, fontsize=10)
+        ax_map.set_title(title)
         line.set_data(np.arange(T), _to_numpy(similarity))
         ax_sim.set_xlim(0, T - 1)
 
@@ -400,29 +461,33 @@ TILE_STATES = ((0, "not yet read"), (1, "earlier query blocks"), (2, "tiles done
 """The states of a score tile in :func:`tiling_panel`, in the order of their codes."""
 
 
-def tiling_panel(fig, max_len: int):
+def tiling_panel(fig, max_len: int, layout: str = "wide"):
     """Chapter 10: the grid of score tiles coloured by state (codes of
-    :data:`TILE_STATES`) and the running maximum and sum of one row, block by block.
+    :data:`TILE_STATES`) and the running maximum and sum of one row, block by block;
+    side by side (wide) or stacked (narrow).
 
     Returns ``update(state (L, L), block, trace, done, title_grid, title_run)`` where
     ``trace`` lists ``{"m", "l"}`` after each key block and ``done`` blocks are read.
     """
     from matplotlib.patches import Patch
 
-    ax_grid, ax_run = fig.subplots(1, 2, width_ratios=[1.25, 1])
+    ax_grid, ax_run = _pair(fig, layout, [1.25, 1])
     image = ax_grid.imshow(np.zeros((max_len, max_len)), cmap=CMAP, vmin=0, vmax=3,
                            interpolation="nearest")
     ax_grid.set_xlabel("key position")
     ax_grid.set_ylabel("query position")
-    ax_grid.legend(handles=[Patch(color=image.cmap(image.norm(v)), label=name)
-                            for v, name in (TILE_STATES[1], TILE_STATES[2], TILE_STATES[3], TILE_STATES[0])],
-                   fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
+    handles = [Patch(color=image.cmap(image.norm(v)), label=name)
+               for v, name in (TILE_STATES[1], TILE_STATES[2], TILE_STATES[3], TILE_STATES[0])]
+    if layout == "narrow":  # above the grid, two columns
+        fig.legend(handles=handles, loc="outside upper center", ncols=2, frameon=False)
+    else:
+        ax_grid.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
     m_line, = ax_run.plot([], [], "o-", color=color(0.2), label="running max m")
     l_line, = ax_run.plot([], [], "s-", color=color(0.7), label="running sum l")
     m_final = ax_run.axhline(0, color=color(0.2), ls=":", lw=1)
     l_final = ax_run.axhline(0, color=color(0.7), ls=":", lw=1)
     ax_run.set_xlabel("key blocks read")
-    ax_run.legend(fontsize=8, loc="upper left")
+    ax_run.legend(loc="upper left")
 
     def update(state, block: int, trace, done: int, title_grid: str, title_run: str):
         L = len(state)
@@ -432,44 +497,46 @@ def tiling_panel(fig, max_len: int):
         ax_grid.set_yticks(np.arange(-0.5, L, block), minor=True)
         ax_grid.grid(which="minor", color="white", lw=0.8)
         ax_grid.tick_params(which="minor", length=0)
-        ax_grid.set_title(title_grid, fontsize=9)
+        ax_grid.set_title(title_grid)
         steps = np.arange(1, done + 1)
         m_line.set_data(steps, [t["m"] for t in trace[:done]])
         l_line.set_data(steps, [t["l"] for t in trace[:done]])
         m_final.set_ydata([trace[-1]["m"]] * 2)
         l_final.set_ydata([trace[-1]["l"]] * 2)
         ax_run.set_xlim(0.5, max(len(trace), 2) + 0.5)
+        ax_run.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
         top = max(max(t["m"] for t in trace), max(t["l"] for t in trace))
-        ax_run.set_ylim(min(0, min(t["m"] for t in trace)) - 0.5, top * 1.15 + 0.5)
-        ax_run.set_title(title_run, fontsize=9)
+        ax_run.set_ylim(min(0, min(t["m"] for t in trace)) - 0.5, top * 1.3 + 0.5)
+        ax_run.set_title(title_run)
 
     return update
 
 
-def sparse_reach_panel(fig, max_len: int):
+def sparse_reach_panel(fig, max_len: int, layout: str = "wide"):
     """Chapter 7: a sparse mask and, per position, the layers until the last token
-    depends on it (negative: never; drawn as a gap).
+    depends on it (negative: never; drawn as a gap); side by side (wide) or stacked
+    (narrow).
 
     Returns ``update(mask (L, L), layers (L,), title_mask, title_reach)``.
     """
-    ax_mask, ax_reach = fig.subplots(1, 2, width_ratios=[1, 1.3])
+    ax_mask, ax_reach = _pair(fig, layout, [1, 1.3] if layout == "wide" else [1.3, 1])
     image = mask_plot(np.zeros((max_len, max_len)), ax=ax_mask)
     line, = ax_reach.step([], [], where="mid", color=color(0.25))
     ax_reach.set_xlabel("position j")
     ax_reach.set_ylabel("layers until the last token\ndepends on position j")
     ax_reach.set_xlim(-0.5, max_len - 0.5)
     note = ax_reach.text(0.98, 0.97, "", transform=ax_reach.transAxes, va="top", ha="right",
-                         fontsize=8)
+                         fontsize="small")
 
     def update(mask, layers, title_mask: str, title_reach: str):
         L = len(mask)
         layers = _to_numpy(layers)
         image.set_data(_to_numpy(mask).astype(float))
         image.set_extent((-0.5, L - 0.5, L - 0.5, -0.5))
-        ax_mask.set_title(title_mask, fontsize=9)
+        ax_mask.set_title(title_mask)
         line.set_data(np.arange(L), np.where(layers < 0, np.nan, layers))  # gaps: never reached
-        ax_reach.set_ylim(0, layers.max() * 1.15 + 1)
-        ax_reach.set_title(title_reach, fontsize=9)
+        ax_reach.set_ylim(0, layers.max() * 1.2 + 1)
+        ax_reach.set_title(title_reach)
         never, most = int((layers < 0).sum()), int(layers.max())
         note.set_text(f"{never} positions never reached" if never else
                       f"every position within {most} layer{'s' if most != 1 else ''}")
@@ -477,11 +544,13 @@ def sparse_reach_panel(fig, max_len: int):
     return update
 
 
-def alignment_panel(fig, max_source: int):
-    """Chapter 6: an encoder-decoder's alignment, output words by source words.
+def alignment_panel(fig, max_source: int, layout: str = "wide"):
+    """Chapter 6: an encoder-decoder's alignment, output words by source words (one
+    panel: the layouts differ only in the figure's size).
 
     Returns ``update(weights (T_out, T_src), output_words, source_words, title)``.
     """
+    check_layout(layout)
     ax = fig.subplots()
     image = heatmap(np.zeros((max_source + 1, max_source)), ax=ax, colorbar=True)
 
@@ -491,6 +560,6 @@ def alignment_panel(fig, max_source: int):
         set_token_ticks(ax, output_words, source_words)
         ax.set_xlabel("source word")
         ax.set_ylabel("output word")
-        ax.set_title(title, fontsize=9)
+        ax.set_title(title)
 
     return update

@@ -1,6 +1,13 @@
 """The built site in headless Chromium with every host but the local server blocked:
 pages load without console errors or outside requests, math is typeset, images load,
-and explorer controls change the figure. Screenshots land in _build/screenshots/."""
+and explorer controls change the figure.
+
+Every built page is also read at a desktop width (1280 px) and a phone width (390 px):
+explorer frames keep their text at 9 CSS px or more, no progress-bar text, no text output
+or display equation wider than its box without a way to scroll it, every slider's
+``aria-valuetext`` equals its readout (also after it moves), and each page has a meta
+description and a plain-text title. Screenshots of every page at both widths land in
+_build/screenshots/ (``<page>_1280.png``, ``<page>_390.png``)."""
 
 import functools
 import http.server
@@ -21,6 +28,13 @@ from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 PAGES = (["intro"] + [f"chapters/{c}" for c in CHAPTERS]
          + ["notation", "glossary", "api", "instructor_guide", "performance", "bibliography"])
 SHOTS = ROOT / "_build" / "screenshots"
+SITE = ROOT / "_build" / "html"
+# every page the build wrote (the landing page, indexes and search included)
+BUILT = sorted({str(p.relative_to(SITE).with_suffix("")) for p in SITE.rglob("*.html")
+                if not p.relative_to(SITE).parts[0].startswith("_")} | set(PAGES) | {"index"}) \
+    if SITE.is_dir() else PAGES + ["index"]
+WIDTHS = {"desktop": 1280, "phone": 390}
+MIN_TEXT_PX = 9
 
 
 class QuietHandler(http.server.SimpleHTTPRequestHandler):
@@ -66,7 +80,7 @@ def screenshot(driver, name):
     driver.set_window_size(1280, 900)
 
 
-@pytest.mark.parametrize("name", PAGES)
+@pytest.mark.parametrize("name", ["index"] + PAGES)
 def test_page_is_self_contained_and_renders(server, browser, name):
     load(browser, f"{server}/{name}.html")
     has_math = browser.execute_script("return document.querySelectorAll('.math').length") > 0
@@ -76,6 +90,8 @@ def test_page_is_self_contained_and_renders(server, browser, name):
         untypeset = browser.execute_script(
             "return [...document.querySelectorAll('.math')].filter(e => !e.querySelector('mjx-container')).length")
         assert untypeset == 0, f"{untypeset} math elements were not typeset"
+    # figures below the fold load lazily: ask for all of them, then wait
+    browser.execute_script("document.querySelectorAll('img[loading=lazy]').forEach(i => i.loading = 'eager')")
     WebDriverWait(browser, 30).until(lambda d: d.execute_script(
         "return [...document.images].every(i => i.complete)"))
     broken = browser.execute_script(
@@ -108,3 +124,140 @@ def test_explorer_controls_change_the_figure(server, browser, chapter):
     browser.execute_script("arguments[0].scrollIntoView()", explorer)
     SHOTS.mkdir(parents=True, exist_ok=True)
     explorer.screenshot(str(SHOTS / f"{chapter}_explorer.png"))
+
+
+# ---------------------------------------------------------------- reading at two widths
+@pytest.fixture(scope="module", params=list(WIDTHS))
+def reader(request):
+    """A browser at a desktop width and one at a phone width."""
+    width = WIDTHS[request.param]
+    with chromium(window=f"{width},900" if width > 500 else f"{width},844") as driver:
+        yield width, driver
+
+
+MEASURE = r"""
+const done = arguments[arguments.length - 1];
+(async () => {
+  const main = document.querySelector('main') || document.body;
+  const out = {};
+  const meta = document.querySelector('meta[name="description"]');
+  out.description = meta ? meta.getAttribute('content') || '' : '';
+  out.title = document.title;
+  // (b) progress bars: tqdm's rate, bar and percentage fragments
+  const text = main.textContent;
+  out.progress = (text.match(/.{0,30}(?:it\/s\]|s\/it\]|\|█|100%\|).{0,10}/g) || []).slice(0, 3);
+  // (a) explorer frames: smallest text in CSS px as shown
+  const imgs = [...document.querySelectorAll('.ac-explorer img')];
+  for (const img of imgs) {
+    img.loading = 'eager';
+    img.scrollIntoView({block: 'center'});
+    if (!img.complete) await new Promise(r => { img.onload = img.onerror = r; setTimeout(r, 10000); });
+  }
+  out.frames = imgs.map(img => {
+    const min = parseFloat(img.getAttribute('data-min-text-px'));
+    return {src: (img.getAttribute('src') || '').slice(-50), min: min,
+            shown: img.naturalWidth ? min * img.clientWidth / img.naturalWidth : null,
+            natural: img.naturalWidth, client: img.clientWidth};
+  });
+  // (c) text outputs and display equations wider than their box without a scroller
+  const scrolls = el => {
+    for (let e = el; e && !e.matches('section, article, main, body'); e = e.parentElement) {
+      const o = getComputedStyle(e).overflowX;
+      if (o === 'auto' || o === 'scroll') return true;
+    }
+    return false;
+  };
+  out.clipped = [];
+  for (const el of main.querySelectorAll('div.cell_output pre, .output pre, mjx-container[display], div.math')) {
+    if (!el.offsetParent || getComputedStyle(el).display === 'inline') continue;  // hidden, or inline
+    const parent = el.parentElement;
+    const wider = el.scrollWidth > el.clientWidth + 1
+      || (parent && el.getBoundingClientRect().width > parent.clientWidth + 1 && el.clientWidth > 0);
+    if (wider && !scrolls(el))
+      out.clipped.push(el.tagName.toLowerCase() + '.' + [...el.classList].join('.') + ': '
+                       + el.textContent.trim().slice(0, 60));
+  }
+  // (d) sliders: aria-valuetext equals the readout, before and after a move
+  out.sliders = [];
+  for (const input of document.querySelectorAll('.ac-explorer input[type=range]')) {
+    const box = input.closest('label') || input.closest('.ac-control') || input.parentElement;
+    const output = box && box.querySelector('output');
+    const check = when => {
+      const said = input.getAttribute('aria-valuetext');
+      const shown = output ? output.textContent.trim() : null;
+      if (said === null || shown === null || said.trim() !== shown)
+        out.sliders.push(`${input.getAttribute('aria-label') || input.name} ${when}: aria-valuetext=${said} readout=${shown}`);
+    };
+    check('at load');
+    const before = input.value;
+    input.value = before === input.max ? input.min : input.max;
+    input.dispatchEvent(new Event('input', {bubbles: true}));
+    input.dispatchEvent(new Event('change', {bubbles: true}));
+    check('after moving');
+    input.value = before;
+    input.dispatchEvent(new Event('input', {bubbles: true}));
+  }
+  window.scrollTo(0, 0);
+  done(out);
+})().catch(e => done({error: String(e)}));
+"""
+
+_measured = {}
+
+
+def measure(server, reader, name) -> dict:
+    """Load a page once per width, wait for math and images, measure it, screenshot it."""
+    width, driver = reader
+    key = (width, name)
+    if key not in _measured:
+        driver.get(f"{server}/{name}.html")
+        WebDriverWait(driver, 30).until(lambda d: d.execute_script("return document.readyState") == "complete")
+        if driver.execute_script("return document.querySelectorAll('.math').length") > 0:
+            WebDriverWait(driver, 30).until(lambda d: d.execute_script(
+                "return [...document.querySelectorAll('.math')].every(e => e.querySelector('mjx-container'))"))
+        driver.set_script_timeout(120)
+        result = driver.execute_async_script(MEASURE)
+        assert "error" not in result, result
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        height = driver.execute_script("return document.documentElement.scrollHeight")
+        driver.set_window_size(width, min(height + 100, 16000))
+        time.sleep(0.2)
+        driver.save_screenshot(str(SHOTS / f"{name.replace('/', '_')}_{width}.png"))
+        driver.set_window_size(width, 900 if width > 500 else 844)
+        _measured[key] = result
+    return _measured[key]
+
+
+@pytest.mark.parametrize("name", BUILT)
+def test_page_has_description_and_plain_title(server, reader, name):
+    page = measure(server, reader, name)
+    assert page["description"].strip(), f"{name}: no meta description"
+    assert len(page["description"]) <= 160, f"{name}: description longer than 160 characters"
+    assert page["title"].strip() and "\\" not in page["title"], f"{name}: title {page['title']!r}"
+
+
+@pytest.mark.parametrize("name", BUILT)
+def test_explorer_text_is_legible(server, reader, name):
+    page = measure(server, reader, name)
+    for frame in page["frames"]:
+        assert frame["min"] is not None, f"{name}: explorer image without data-min-text-px: {frame}"
+        assert frame["shown"] is not None and frame["shown"] >= MIN_TEXT_PX, (
+            f"{name} at {reader[0]} px: explorer text {frame['shown']} CSS px < {MIN_TEXT_PX}: {frame}")
+
+
+@pytest.mark.parametrize("name", BUILT)
+def test_no_progress_bar_text(server, reader, name):
+    page = measure(server, reader, name)
+    assert not page["progress"], f"{name}: progress-bar text in the page: {page['progress']}"
+
+
+@pytest.mark.parametrize("name", BUILT)
+def test_nothing_wider_than_its_box_without_a_scroller(server, reader, name):
+    page = measure(server, reader, name)
+    assert not page["clipped"], f"{name} at {reader[0]} px: cut at the column edge: {page['clipped'][:5]}"
+
+
+@pytest.mark.parametrize("name", BUILT)
+def test_slider_valuetext_matches_readout(server, reader, name):
+    page = measure(server, reader, name)
+    assert not page["sliders"], f"{name}: {page['sliders'][:5]}"

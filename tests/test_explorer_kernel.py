@@ -69,8 +69,11 @@ def test_the_website_build_gets_every_frame_and_the_player(monkeypatch, explorer
     assert WIDGET_VIEW not in bundle, "the website has no widget manager"
     page = bundle["text/html"]
     data = json.loads(re.search(r'class="ac-frames">(.*?)</script>', page).group(1))
-    assert len(data["index"]) == 5 * 9  # every combination of the two controls
-    assert len(data["images"]) == len(set(data["images"])) <= len(data["index"])
+    assert set(data["layouts"]) == {"wide", "narrow"}  # a desktop's and a phone's
+    for layout in data["layouts"].values():
+        assert len(layout["index"]) == 5 * 9  # every combination of the two controls
+        assert len(layout["images"]) == len(set(layout["images"])) <= len(layout["index"])
+        assert all(i.startswith("data:image/png;base64,") for i in layout["images"])
     assert data["names"] == ["temperature τ", "tokens shown"]
     player = files("attention_core.explorers").joinpath("player.js").read_text()
     assert player.strip() in page  # shipped as package data, inlined once per explorer

@@ -48,7 +48,7 @@ def basics_explorer(tokens: Sequence[str], temperatures=(0.25, 0.5, 1.0, 2.0, 4.
         {"temperature": list(temperatures), "tokens_shown": list(range(2, len(tokens) + 1))},
         initial={"temperature": 1.0 if 1.0 in temperatures else temperatures[0],
                  "tokens_shown": len(tokens)},
-        labels={"temperature": "temperature τ"},
+        labels={"temperature": "temperature τ"}, figsize=(7.2, 3.4), narrow_figsize=(3.5, 6.4),
         alt="Attention heatmap of the sentence and the entropy of each row.")
 
 
@@ -67,7 +67,7 @@ def scaling_explorer(d_ks=(1, 4, 16, 64, 256, 1024), num_keys: int = 16) -> Expl
     return Explorer(
         partial(viz.scaling_panel, d_ks=d_ks, mean_entropy=mean_entropy, num_keys=num_keys),
         compute, {"d_k": d_ks, "scaling": ["on", "off"]}, initial={"d_k": 64},
-        labels={"scaling": "divide by √d_k"}, figsize=(10, 3.2),
+        labels={"scaling": "divide by √d_k"}, figsize=(7.2, 3.1), narrow_figsize=(3.5, 7.6),
         alt="Histogram of dot-product scores, one softmax row, and the mean row entropy "
             "against d_k, with and without the 1/sqrt(d_k) scaling.")
 
@@ -90,6 +90,7 @@ def self_attention_explorer(tokens: Sequence[str], d_models=(4, 8, 16, 32, 64), 
         partial(viz.heatmap_entropy_panel, max_tokens=len(tokens)), compute,
         {"d_model": list(d_models), "tokens_shown": list(range(2, len(tokens) + 1))},
         initial={"d_model": 16 if 16 in d_models else d_models[0], "tokens_shown": len(tokens)},
+        figsize=(7.2, 3.4), narrow_figsize=(3.5, 6.4),
         alt="Self-attention heatmap with random projections and the entropy of each row.")
 
 
@@ -115,6 +116,7 @@ def masking_explorer(tokens: Sequence[str], d_model: int = 16) -> Explorer:
          "causal": ["off", "on"]},
         initial={"tokens_shown": len(tokens), "padding": 2, "causal": "on"},
         labels={"padding": "padded keys", "causal": "causal mask"},
+        figsize=(7.2, 3.4), narrow_figsize=(3.5, 6.4),
         alt="Attention weights under a padding mask and an optional causal mask, and the "
             "entropy of each row; masked entries are exactly zero.")
 
@@ -143,7 +145,7 @@ def heads_explorer(models: Mapping[int, Any], seq_len: int, vocab_size: int,
         {"num_heads": sorted(models), "example": list(range(num_examples))},
         initial={"num_heads": sorted(models)[-1]}, labels={"num_heads": "heads",
                                                            "example": "test example"},
-        figsize=(11, 2.9),
+        figsize=(7.2, 4.6), narrow_figsize=(3.5, 6.6),
         alt="One attention heatmap per head of the trained tiny transformer on a test "
             "sequence, and each head's mean row entropy.")
 
@@ -162,7 +164,8 @@ def kv_sharing_explorer(num_heads: int = 32, head_dim: int = 128, num_layers: in
         lambda num_kv_heads, context: {"num_kv_heads": num_kv_heads, "context": context},
         {"num_kv_heads": kv_options, "context": list(contexts)},
         initial={"num_kv_heads": 8 if 8 in kv_options else kv_options[0], "context": 4096},
-        labels={"num_kv_heads": "key/value heads", "context": "context (tokens)"}, figsize=(10, 3),
+        labels={"num_kv_heads": "key/value heads", "context": "context (tokens)"},
+        figsize=(7.2, 3.0), narrow_figsize=(3.5, 5.2),
         alt="Diagram of which query heads share each key/value head, and the KV cache size "
             "against context length.")
 
@@ -182,7 +185,7 @@ def positional_explorer(d_models=(16, 32, 64, 128), bases=(100.0, 1000.0, 10000.
         compute, {"d_model": list(d_models), "base": list(bases), "positions": list(positions)},
         initial={"d_model": 64 if 64 in d_models else d_models[0], "base": bases[-1],
                  "positions": positions[-1]},
-        figsize=(10, 3.4),
+        figsize=(7.2, 3.2), narrow_figsize=(3.5, 6.0),
         alt="Heatmap of the sinusoidal position encoding (positions by dimensions) and the "
             "dot product of two encodings against their distance.")
 
@@ -205,26 +208,25 @@ def tiling_explorer(seq_lens=(8, 16, 32), blocks=(2, 4, 8), seed: int = 0) -> Ex
     the tracked row (the online softmax)."""
     g = torch.Generator().manual_seed(seed)
     scores = torch.randn(max(seq_lens), max(seq_lens), generator=g, dtype=torch.float64) * 2  # (L, S)
-    max_steps = max(L // b for L in seq_lens for b in blocks)
 
     def compute(seq_len, block, key_blocks_done):
-        n_blocks = seq_len // block
-        done = min(key_blocks_done, n_blocks)
+        n_blocks, done = seq_len // block, key_blocks_done
         state, tracked = tile_states(seq_len, block, done)
         _, trace = online_softmax(scores[tracked, :seq_len], block)
         return {"state": state, "block": block, "trace": trace, "done": done,
-                "title_grid": f"L = {seq_len}, {block}x{block} tiles: query block at rows "
-                              f"{tracked}-{tracked + block - 1}, key block {done} of {n_blocks}",
-                "title_run": f"row {tracked}: dotted = final values (m = {trace[-1]['m']:.2f}, "
-                             f"l = {trace[-1]['l']:.2f})"}
+                "title_grid": f"L = {seq_len}, {block}x{block} tiles: query rows "
+                              f"{tracked}-{tracked + block - 1},\nkey block {done} of {n_blocks}",
+                "title_run": f"row {tracked}; dotted: final values\n"
+                             f"m = {trace[-1]['m']:.2f}, l = {trace[-1]['l']:.2f}"}
 
     return Explorer(
         partial(viz.tiling_panel, max_len=max(seq_lens)), compute,
         {"seq_len": list(seq_lens), "block": list(blocks),
-         "key_blocks_done": list(range(1, max_steps + 1))},
+         # one position per key block of the chosen length and block size: 1 .. L / block
+         "key_blocks_done": lambda seq_len, block: range(1, seq_len // block + 1)},
         initial={"seq_len": 16, "block": 4, "key_blocks_done": 2},
         labels={"seq_len": "sequence length L", "block": "block size", "key_blocks_done": "key blocks read"},
-        figsize=(10, 3.8),
+        figsize=(7.2, 3.6), narrow_figsize=(3.5, 6.6),
         alt="Grid of score tiles coloured by state (done, current, pending) for one query "
             "block, and the running maximum and running sum of one row after each key block.")
 
@@ -250,7 +252,7 @@ def sparse_mask_explorer(lengths=(32, 64), sizes=(2, 4, 8), num_globals=(0, 2),
             mask = mask | random_mask(L, num_random, seed)
         # information flows from key j to query i: search backwards from the last token
         return {"mask": mask, "layers": layers_from(mask.T.contiguous(), L - 1),
-                "title_mask": f"{pattern}, size {size}: keeps {density(mask):.1%} of {L}x{L}",
+                "title_mask": f"{pattern}, size {size}:\nkeeps {density(mask):.1%} of {L}x{L}",
                 "title_reach": f"+ {num_global} global tokens, {num_random} random keys per query"}
 
     return Explorer(
@@ -260,7 +262,7 @@ def sparse_mask_explorer(lengths=(32, 64), sizes=(2, 4, 8), num_globals=(0, 2),
         initial={"L": max(lengths), "size": sizes[len(sizes) // 2]},
         labels={"L": "length L", "size": "window or stride", "num_global": "global tokens",
                 "num_random": "random keys"},
-        figsize=(9, 3.4),
+        figsize=(7.2, 3.4), narrow_figsize=(3.5, 6.4),
         alt="A sparse attention mask (query by key positions) and, for each position, the "
             "number of layers until the last token depends on it.")
 
@@ -315,11 +317,12 @@ def alignment_explorer(models: Mapping[str, Any], sentences: Sequence[str]) -> A
         right = out[:-1] == translate(sentence) and out[-1] == "</s>"
         verdict = "right" if right else "WRONG, expected " + " ".join(translate(sentence))
         return {"weights": weights[0], "output_words": out, "source_words": sentence.split(),
-                "title": f"{model}: {' '.join(w for w in out if w != '</s>')} ({verdict})"}
+                "title": f"{model}: {' '.join(w for w in out if w != '</s>')}\n({verdict})"}
 
     return AlignmentExplorer(
         partial(viz.alignment_panel, max_source=max(len(s.split()) for s in sentences)), compute,
         {"sentence": list(sentences), "model": list(models)}, figsize=(5.6, 4.6),
+        narrow_figsize=(3.5, 3.8),
         labels={"sentence": "source sentence"},
         alt="Alignment heatmap of a trained encoder-decoder: the weight of each source word "
             "when producing each output word.")

@@ -4,29 +4,37 @@ An explorer is three small things:
 
 * ``compute(**values) -> data``: the maths for one setting of the controls (calls
   ``attention_core``; knows nothing about drawing);
-* ``draw(fig) -> update``: a panel from :mod:`attention_core.viz` that draws the fixed
-  parts once; ``update(**data)`` changes the artists in place;
-* ``controls``: name -> the values it steps through.
+* ``draw(fig, layout) -> update``: a panel from :mod:`attention_core.viz` that draws
+  the fixed parts once, side by side (``layout="wide"``) or stacked for a phone
+  (``"narrow"``); ``update(**data)`` changes the artists in place;
+* ``controls``: name -> the values it steps through, or a function of the controls
+  before it giving those values (a range that depends on another control, like the
+  number of key blocks for a block size).
 
 Its notebook output carries one of two views:
 
 * in a live kernel (Jupyter, Colab, Binder): the ipywidgets view
-  (:mod:`~attention_core.explorers.live`), which renders the one frame it shows;
+  (:mod:`~attention_core.explorers.live`), which renders the one frame it shows, in
+  the wide layout;
 * when the book's website is built: the static view
-  (:mod:`~attention_core.explorers.static`), every frame rendered once and swapped by
-  a small player script, when :func:`~attention_core.website.building_website` says
-  the kernel builds the website; nothing needs to be set in a reader's kernel.
+  (:mod:`~attention_core.explorers.static`), every frame rendered once in both
+  layouts and swapped by a small player script, when
+  :func:`~attention_core.website.building_website` says the kernel builds the
+  website; nothing needs to be set in a reader's kernel.
 """
 
 from __future__ import annotations
 
+import inspect
 import io
-from typing import Any, Callable, Mapping, Sequence
+import math
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from ..website import building_website
 
-Draw = Callable[[Any], Callable[..., None]]
-"""``draw(fig) -> update``: draws the fixed parts of a figure, returns ``update(**data)``."""
+Draw = Callable[..., Callable[..., None]]
+"""``draw(fig, layout="wide") -> update``: draws the fixed parts of a figure, returns
+``update(**data)``."""
 
 
 def png_bytes(fig, small: bool = False, draw: bool = True) -> bytes:
@@ -52,54 +60,182 @@ def human_label(name: str) -> str:
     return name.replace("_", " ")
 
 
+class Layout:
+    """One layout of an explorer's figure: the figure (drawn under the layout's
+    rcParams), its ``update``, and the smallest text drawn on it so far
+    (:attr:`min_text_px`, pixels at the image's natural size)."""
+
+    def __init__(self, draw: Draw, name: str, figsize, dpi: int, rc: Mapping[str, Any]):
+        import matplotlib
+
+        self.name, self.rc = name, dict(rc)
+        with matplotlib.rc_context(self.rc):
+            self.figure = _new_figure(figsize, dpi)
+            self._update = _call_draw(draw, self.figure, name)
+
+    @property
+    def min_text_px(self) -> float:
+        """Smallest font size (px at natural size) of any text drawn since the last
+        :meth:`reset_text_px`: ``points * dpi / 72``, tick labels included."""
+        return self.figure.canvas.text_px
+
+    def reset_text_px(self) -> None:
+        self.figure.canvas.text_px = math.inf
+
+    def show(self, data: Mapping[str, Any], draw: bool = True) -> None:
+        """Update the artists to ``data`` and draw the canvas."""
+        import matplotlib
+
+        with matplotlib.rc_context(self.rc):  # ticks made while drawing get the layout's sizes
+            self._update(**data)
+            if draw:
+                self.figure.canvas.draw()
+
+    def freeze(self) -> None:
+        """Lay out once, at the frame drawn now, then keep it: every later frame is
+        one plain draw, and frames do not jump."""
+        self.figure.set_layout_engine("none")
+
+    @property
+    def size(self) -> tuple[int, int]:
+        """``(width, height)`` of the rendered image in pixels."""
+        return tuple(int(v) for v in self.figure.canvas.get_width_height())
+
+
 class Explorer:
     """A figure with one control per entry of ``controls``.
 
     Args:
-        draw: ``draw(fig) -> update``, usually a panel of :mod:`attention_core.viz`.
+        draw: ``draw(fig, layout="wide") -> update``, usually a panel of
+            :mod:`attention_core.viz` (a ``draw(fig)`` without ``layout`` draws both
+            layouts the same way, at their sizes).
         compute: ``compute(**values) -> dict`` of keyword arguments for ``update``.
         controls: control name -> the values it steps through (the same list drives
-            the live slider and the static frames).
+            the live slider and the static frames), or a function of controls named
+            before it (by parameter name) returning its values.
         initial: starting value per control (default: the first of each list).
         labels: control name -> the label a reader sees (default: the name with
             spaces for underscores).
-        figsize, dpi: size of the rendered figure.
+        figsize: size of the wide figure (inches; the live view and a desktop).
+        narrow_figsize: size of the narrow figure (a phone; default: the wide one's
+            height doubled at :data:`attention_core.viz.LAYOUT_STYLE`'s narrow width).
+        dpi: resolution of the wide figure (default: that of
+            :data:`attention_core.viz.LAYOUT_STYLE`).
         alt: what the figure shows, for screen readers; the current values are added.
     """
 
     def __init__(self, draw: Draw, compute: Callable[..., Mapping[str, Any]],
-                 controls: Mapping[str, Sequence[Any]], initial: Mapping[str, Any] | None = None,
-                 labels: Mapping[str, str] | None = None, figsize=(8, 3.4), dpi: int = 80,
-                 alt: str = "Interactive figure."):
+                 controls: Mapping[str, Sequence[Any] | Callable[..., Sequence[Any]]],
+                 initial: Mapping[str, Any] | None = None,
+                 labels: Mapping[str, str] | None = None, figsize=(7.2, 3.4),
+                 narrow_figsize=None, dpi: int | None = None, alt: str = "Interactive figure."):
+        from ..viz import LAYOUT_STYLE
+
         if not controls:
             raise ValueError("controls must name at least one control, got none")
-        for name, values in controls.items():
+        self._specs = {name: spec if callable(spec) else list(spec) for name, spec in controls.items()}
+        self.values: dict[str, Any] = {}
+        for name in self._specs:
+            values = self.options(name)
             if len(values) == 0:
                 raise ValueError(f"control {name!r} has no values")
-        self.controls = {name: list(values) for name, values in controls.items()}
-        self.values = {name: values[0] for name, values in self.controls.items()}
-        for name, value in (initial or {}).items():
-            if name not in self.controls or value not in self.controls[name]:
-                raise ValueError(f"initial value {name}={value!r} is not one of "
-                                 f"{self.controls.get(name)}")
+            value = (initial or {}).get(name, values[0])
+            if value not in values:
+                raise ValueError(f"initial value {name}={value!r} is not one of {values}")
             self.values[name] = value
-        self.labels = {name: (labels or {}).get(name, human_label(name)) for name in self.controls}
-        self.compute, self.alt, self.dpi = compute, alt, dpi
-        self.figure = _new_figure(figsize, dpi)
-        self._update = draw(self.figure)
-        self._update(**self.compute(**self.values))
-        self.figure.canvas.draw()  # lay out once, at the first frame, then keep it:
-        self.figure.set_layout_engine("none")  # every later frame is one plain draw
+        for name in initial or {}:
+            if name not in self._specs:
+                raise ValueError(f"initial value {name}={initial[name]!r} is not one of None")
+        self.labels = {name: (labels or {}).get(name, human_label(name)) for name in self._specs}
+        self.compute, self.alt, self.draw = compute, alt, draw
+        wide = LAYOUT_STYLE["wide"]
+        self.figsizes = {"wide": tuple(figsize),
+                         "narrow": tuple(narrow_figsize or (LAYOUT_STYLE["narrow"]["width"], 2 * figsize[1]))}
+        self.dpi = dpi or wide["dpi"]
+        self._layouts: dict[str, Layout] = {}
+        self.layout("wide")  # the live view's figure, drawn at the first frame
         self._widget, self._png = None, None
 
+    # -- controls ------------------------------------------------------------------
+
+    @property
+    def controls(self) -> dict[str, list]:
+        """Control name -> the values it steps through now (a dependent control's
+        values for the current values of the controls it depends on)."""
+        return {name: self.options(name) for name in self._specs}
+
+    def dependent(self, name: str) -> bool:
+        """Whether the values of control ``name`` depend on other controls."""
+        return callable(self._specs[name])
+
+    def options(self, name: str, values: Mapping[str, Any] | None = None) -> list:
+        """The values of control ``name`` given the ``values`` of the controls before
+        it (default: the current ones)."""
+        spec = self._specs[name]
+        if not callable(spec):
+            return spec
+        values = self.values if values is None else values
+        params = inspect.signature(spec).parameters
+        return list(spec(**{n: values[n] for n in params if n in values}))
+
+    def combinations(self) -> Iterator[tuple[tuple[int, ...], dict[str, Any]]]:
+        """Every setting of the controls: ``(indices, values)``, in the order of the
+        controls (a dependent control runs over its own range for each setting of the
+        ones before it)."""
+        names = list(self._specs)
+
+        def walk(k, indices, values):
+            if k == len(names):
+                yield tuple(indices), dict(values)
+                return
+            for i, v in enumerate(self.options(names[k], values)):
+                yield from walk(k + 1, indices + [i], {**values, names[k]: v})
+
+        yield from walk(0, [], {})
+
+    def _clamped(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        """``self.values`` updated with ``values``, with each dependent control kept
+        at the same position in its new range (or its last value, if shorter)."""
+        new = dict(self.values)
+        for name in self._specs:
+            if name in values:
+                new[name] = values[name]
+            elif self.dependent(name):
+                before, after = self.options(name), self.options(name, new)
+                i = before.index(new[name]) if new[name] in before else 0
+                new[name] = after[min(i, len(after) - 1)]
+        return new
+
+    # -- drawing -------------------------------------------------------------------
+
+    def layout(self, name: str) -> Layout:
+        """The figure of layout ``name`` (``"wide"`` or ``"narrow"``), made on first use
+        and laid out at the current values."""
+        from ..viz import LAYOUT_STYLE, check_layout
+
+        check_layout(name)
+        if name not in self._layouts:
+            style = LAYOUT_STYLE[name]
+            layout = Layout(self.draw, name, self.figsizes[name],
+                            self.dpi if name == "wide" else style["dpi"], style["rc"])
+            layout.show(self.compute(**self.values))
+            layout.freeze()
+            self._layouts[name] = layout
+        return self._layouts[name]
+
+    @property
+    def figure(self):
+        """The wide figure: what the live view shows."""
+        return self.layout("wide").figure
+
     def set(self, small: bool = False, **values) -> bytes:
-        """Move controls to ``values``, update the figure in place, return its PNG."""
-        for name, value in values.items():
-            if name not in self.controls:
-                raise ValueError(f"unknown control {name!r}; controls are {list(self.controls)}")
-        self.values.update(values)
-        self._update(**self.compute(**self.values))
-        png = png_bytes(self.figure, small)
+        """Move controls to ``values``, update the wide figure in place, return its PNG."""
+        for name in values:
+            if name not in self._specs:
+                raise ValueError(f"unknown control {name!r}; controls are {list(self._specs)}")
+        self.values = self._clamped(values)
+        self.layout("wide").show(self.compute(**self.values))
+        png = png_bytes(self.figure, small, draw=False)
         self._png = None if small else png
         return png
 
@@ -125,7 +261,7 @@ class Explorer:
         return self._widget
 
     def to_html(self) -> str:
-        """The static view: every frame, and the player that swaps them."""
+        """The static view: every frame in both layouts, and the player that swaps them."""
         from .static import static_html
 
         return static_html(self)
@@ -143,10 +279,39 @@ class Explorer:
         return bundle
 
 
+def _call_draw(draw: Draw, figure, layout: str):
+    """``draw(figure, layout=layout)``, or ``draw(figure)`` for a draw without layouts."""
+    try:
+        params = inspect.signature(draw).parameters
+    except (TypeError, ValueError):
+        params = {}
+    takes_layout = "layout" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+    return draw(figure, layout=layout) if takes_layout else draw(figure)
+
+
 def _new_figure(figsize, dpi):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
+    class TextRecordingCanvas(FigureCanvasAgg):
+        """An Agg canvas that records the smallest text its renderer draws."""
+
+        text_px = math.inf
+
+        def get_renderer(self):
+            renderer = super().get_renderer()
+            if not getattr(renderer, "_records_text", False):
+                draw_text, canvas = renderer.draw_text, self
+
+                def recording_draw_text(gc, x, y, s, prop, *args, **kwargs):
+                    if str(s).strip():
+                        canvas.text_px = min(canvas.text_px,
+                                             prop.get_size_in_points() * canvas.figure.dpi / 72)
+                    return draw_text(gc, x, y, s, prop, *args, **kwargs)
+
+                renderer.draw_text, renderer._records_text = recording_draw_text, True
+            return renderer
+
     figure = Figure(figsize=figsize, dpi=dpi, layout="constrained")
-    FigureCanvasAgg(figure)
+    TextRecordingCanvas(figure)
     return figure

@@ -39,8 +39,21 @@ def widget_view(explorer):
     image = w.Image(value=explorer.current_png(), format="png",
                     layout=w.Layout(max_width="100%", height="auto"))
 
+    updating = []  # set while dependent sliders take their new ranges
+
     def moved(name, value):
+        if updating:
+            return
         image.value = explorer.set(**{name: value})
+        updating.append(True)
+        try:  # a control whose range depends on this one gets its new range
+            for slider, n in zip(sliders, explorer.controls):
+                options = explorer.options(n)
+                if explorer.dependent(n) and [v for _, v in slider.options] != options:
+                    slider.options = [(str(v), v) for v in options]
+                    slider.value = explorer.values[n]
+        finally:
+            updating.clear()
 
     sliders = [_slider(explorer, name, moved) for name in explorer.controls]
     box = w.VBox([w.HBox(sliders, layout=w.Layout(flex_flow="row wrap")), image])

@@ -1,0 +1,316 @@
+"""What each page of the website says about itself, and what it weighs.
+
+* Every page gets a ``<meta name="description">``: the page's ``description`` metadata
+  when it has one, else its first paragraph as plain text, at most 160 characters.
+* ``<title>`` is plain text: math in a title becomes Unicode (``\\(\\sqrt{d_k}\\)`` ->
+  ``√d_k``), because a browser tab does not typeset LaTeX.
+* Math is typeset at build time: ``_ext/tex2svg.js`` runs MathJax under Node and each
+  ``.math`` element ships its SVG (with MathML for screen readers), so a page loads no
+  2 MB script and does not reflow when math arrives. Without Node or ``mathjax-full``
+  (``make setup`` installs it into .venv/mathjax-node) the pages fall back to MathJax
+  in the browser, with a warning.
+* Figures get their width and height (no layout shift while they load) and, but for the
+  first, ``loading="lazy"``; the theme's search scripts, used only after a reader opens
+  the search box, no longer block the first paint.
+* ``index.html`` is the landing page itself (jupyter-book writes a bare redirect), and
+  ``favicon.ico`` exists, since browsers ask for it whatever the page links.
+"""
+
+from __future__ import annotations
+
+import atexit
+import html
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+from docutils import nodes
+from sphinx.util import logging
+
+logger = logging.getLogger(__name__)
+
+DESCRIPTION_CHARS = 160
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+NODE_MODULES = [os.environ.get("MATHJAX_NODE_MODULES", ""), str(ROOT / ".venv" / "mathjax-node" / "node_modules")]
+
+GENERIC = {
+    "genindex": "Index of the terms and functions in Learn Attention.",
+    "py-modindex": "Index of the Python modules of attention_core, the package behind Learn Attention.",
+    "search": "Search Learn Attention, an interactive book on attention in neural networks.",
+}
+
+# ---------------------------------------------------------------- TeX -> plain text
+SYMBOLS = {
+    "alpha": "α", "beta": "β", "gamma": "γ", "delta": "δ", "epsilon": "ε", "varepsilon": "ε",
+    "zeta": "ζ", "eta": "η", "theta": "θ", "vartheta": "θ", "iota": "ι", "kappa": "κ",
+    "lambda": "λ", "mu": "μ", "nu": "ν", "xi": "ξ", "pi": "π", "rho": "ρ", "sigma": "σ",
+    "tau": "τ", "upsilon": "υ", "phi": "φ", "varphi": "φ", "chi": "χ", "psi": "ψ", "omega": "ω",
+    "Gamma": "Γ", "Delta": "Δ", "Theta": "Θ", "Lambda": "Λ", "Xi": "Ξ", "Pi": "Π", "Sigma": "Σ",
+    "Phi": "Φ", "Psi": "Ψ", "Omega": "Ω", "cdot": "·", "times": "×", "le": "≤", "leq": "≤",
+    "ge": "≥", "geq": "≥", "neq": "≠", "ne": "≠", "approx": "≈", "sim": "~", "to": "→",
+    "rightarrow": "→", "leftarrow": "←", "infty": "∞", "in": "∈", "sum": "Σ", "prod": "∏",
+    "ldots": "…", "dots": "…", "cdots": "⋯", "pm": "±", "log": "log", "exp": "exp",
+    "max": "max", "min": "min", "softmax": "softmax", "top": "ᵀ", "partial": "∂",
+    "mathbb{R}": "ℝ",
+}
+STRIP_COMMANDS = ("mathrm", "mathbf", "mathit", "mathcal", "text", "textrm", "operatorname",
+                  "boldsymbol", "mathsf", "mathtt", "bm")
+
+
+def tex_to_plain(tex: str) -> str:
+    """Readable Unicode for short TeX (titles, descriptions): ``\\sqrt{d_k}`` -> ``√d_k``."""
+    s = tex.strip()
+    s = re.sub(r"\\(?:left|right|big|Big|bigg|Bigg)\b\s*", "", s)
+    s = re.sub(r"\\[,;:!> ]|~", " ", s)
+    s = re.sub(r"\\mathbb\{R\}", "ℝ", s)
+    for _ in range(4):  # innermost first: \frac{\sqrt{a}}{b}
+        s = re.sub(r"\\(?:%s)\s*\{([^{}]*)\}" % "|".join(STRIP_COMMANDS), r"\1", s)
+        s = re.sub(r"\\sqrt\s*\{([^{}]*)\}", lambda m: "√" + (m[1] if len(m[1]) <= 3 else f"({m[1]})"), s)
+        s = re.sub(r"\\d?frac\s*\{([^{}]*)\}\s*\{([^{}]*)\}", r"\1/\2", s)
+    s = re.sub(r"\\sqrt\s*(\w)", r"√\1", s)
+    s = re.sub(r"\\([A-Za-z]+)", lambda m: SYMBOLS.get(m[1], m[1]), s)
+    s = re.sub(r"([_^])\{([^{}]*)\}", r"\1\2", s)
+    s = s.replace("^ᵀ", "ᵀ").replace("{", "").replace("}", "").replace("\\", "")
+    return re.sub(r"\s+", " ", s).strip()
+
+
+MATH_HTML = re.compile(r'<span class="math[^"]*">\s*\\\((.*?)\\\)\s*</span>|\\\((.*?)\\\)', re.S)
+
+
+def plain_title(title: str) -> str:
+    """A page title (HTML, maybe with math) as plain text."""
+    text = MATH_HTML.sub(lambda m: tex_to_plain(html.unescape(m[1] or m[2])), title or "")
+    return re.sub(r"<[^>]+>", "", text)
+
+
+# ---------------------------------------------------------------- descriptions
+def _plain(node) -> str:
+    if isinstance(node, nodes.math):
+        return tex_to_plain(node.astext())
+    if isinstance(node, nodes.Text):
+        return str(node)
+    if isinstance(node, (nodes.footnote_reference, nodes.citation_reference, nodes.substitution_definition)):
+        return ""
+    return "".join(_plain(child) for child in node.children)
+
+
+def shorten(text: str, limit: int = DESCRIPTION_CHARS) -> str:
+    text = re.sub(r"\s+", " ", text).strip()
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    cut = cut[: cut.rfind(" ")] if " " in cut[limit // 2:] else cut
+    return cut.rstrip(" ,;:–—(") + "…"
+
+
+def first_paragraph(doctree) -> str:
+    skip = (nodes.Admonition, nodes.sidebar, nodes.table, nodes.figure, nodes.footnote,
+            nodes.citation, nodes.topic, nodes.field_list, nodes.literal_block)
+    for para in doctree.findall(nodes.paragraph):
+        parent, inside = para.parent, False
+        while parent is not None:
+            if isinstance(parent, skip) or "cell_output" in parent.get("classes", []) \
+                    or parent.tagname in ("container",) and "cell" in parent.get("classes", []):
+                inside = True
+                break
+            parent = parent.parent
+        text = _plain(para).strip()
+        if not inside and len(text) >= 40:
+            return text
+    return ""
+
+
+def page_description(app, pagename, context, doctree) -> str:
+    meta = context.get("meta") or {}
+    if meta.get("description"):
+        return shorten(str(meta["description"]))
+    if doctree is not None:
+        text = first_paragraph(doctree)
+        if text:
+            return shorten(text)
+    title = plain_title(context.get("title", ""))
+    return GENERIC.get(pagename) or shorten(f"{title}: a page of {app.config.project}, an interactive "
+                                            "book on attention in neural networks.")
+
+
+def on_page_context(app, pagename, templatename, context, doctree):
+    description = page_description(app, pagename, context, doctree)
+    context["metatags"] = context.get("metatags", "") + (
+        f'\n<meta name="description" content="{html.escape(description, quote=True)}" />')
+    if "title" in context:
+        context["title"] = plain_title(context["title"])  # the template escapes it
+
+
+# ---------------------------------------------------------------- math at build time
+class MathRenderer:
+    """One Node process for the whole build, fed one equation a line."""
+
+    def __init__(self):
+        self.process = None
+        self.failed = False
+        self.css = ""
+
+    def start(self) -> bool:
+        if self.process is not None or self.failed:
+            return not self.failed
+        node = shutil.which("node")
+        modules = next((m for m in NODE_MODULES if m and (Path(m) / "mathjax-full").is_dir()), None)
+        if not node or not modules:
+            logger.warning("math stays client-side: Node or mathjax-full is missing "
+                           "(make setup installs it into .venv/mathjax-node)", type="site_pages")
+            self.failed = True
+            return False
+        env = dict(os.environ, NODE_PATH=modules)
+        self.process = subprocess.Popen([node, str(HERE / "tex2svg.js")], stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, text=True, env=env, bufsize=1)
+        atexit.register(self.process.kill)
+        self.css = self.ask({"stylesheet": True})["css"]
+        return True
+
+    def ask(self, request: dict) -> dict:
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
+        return json.loads(self.process.stdout.readline())
+
+    def render(self, tex: str, display: bool, pagename: str) -> str:
+        reply = self.ask({"tex": html.unescape(tex), "display": display})
+        if "error" in reply or "data-mjx-error" in reply.get("html", ""):
+            error = reply.get("error") or re.search(r'data-mjx-error="([^"]*)"', reply["html"])[1]
+            logger.warning(f"{pagename}: math does not typeset ({error}): {tex[:80]}", type="site_pages")
+        # data-mml-node / data-c serve MathJax's in-browser explorer only
+        return re.sub(r' data-(?:mml-node|c)="[^"]*"', "", reply.get("html", html.escape(tex)))
+
+
+RENDERER = MathRenderer()
+INLINE = re.compile(r'(<span class="math notranslate nohighlight"[^>]*>)\s*\\\((.*?)\\\)\s*(</span>)', re.S)
+DISPLAY = re.compile(r'(<div class="math notranslate nohighlight"[^>]*>)(.*?)(</div>)', re.S)
+BRACKETS = re.compile(r"\\\[(.*?)\\\]", re.S)
+MATHJAX_TAGS = re.compile(r'\s*<script>window\.MathJax = .*?</script>|\s*<script[^>]*src="[^"]*mathjax/tex-svg\.js[^"]*"[^>]*></script>')
+
+
+def typeset(output: str, pagename: str) -> str:
+    if 'class="math' not in output or not RENDERER.start():
+        return MATHJAX_TAGS.sub("", output) if 'class="math' not in output else output
+    RENDERER.ask({"reset": True})
+    output = INLINE.sub(lambda m: m[1] + RENDERER.render(m[2], False, pagename) + m[3], output)
+    output = DISPLAY.sub(lambda m: m[1] + BRACKETS.sub(
+        lambda b: RENDERER.render(b[1], True, pagename), m[2]) + m[3], output)
+    output = MATHJAX_TAGS.sub("", output)
+    glyphs = RENDERER.ask({"glyphs": True})["html"]  # shared by every equation of the page
+    output = re.sub(r"(<body[^>]*>)", lambda m: m[1] + glyphs, output, count=1)
+    return output.replace("</head>", f'<style id="mathjax-svg-css">{RENDERER.css}</style>\n</head>', 1)
+
+
+# ---------------------------------------------------------------- images and scripts
+IMG = re.compile(r'<img (?![^>]*\bwidth=)([^>]*?)src="((?:\.\./)*_images/[^"]+)"([^>]*?)/?>')
+# The theme's 1.5 MB Font Awesome script turns each <i class="fa-..."> into an SVG; its
+# stylesheet already draws the same icons from the web font, so the script is dropped.
+FONTAWESOME_JS = re.compile(r'\s*<script defer src="[^"]*_static/scripts/fontawesome\.js[^"]*"></script>')
+
+
+def image_size(app, name: str):
+    """(width, height) of an image the builder copies to _images/<name>, or None."""
+    cache = app.__dict__.setdefault("_site_pages_sizes", {})
+    if name not in cache:
+        from PIL import Image
+        # notebook outputs live where myst-nb wrote them; other images in the source tree
+        paths = [Path(app.outdir).parent / "jupyter_execute" / name, Path(app.outdir) / "_images" / name]
+        paths += [Path(app.srcdir) / source for source, dest in app.builder.images.items() if dest == name]
+        cache[name] = None
+        for path in paths:
+            try:
+                with Image.open(path) as im:
+                    cache[name] = im.size
+                break
+            except Exception:  # noqa: BLE001 - missing or unreadable: try the next place
+                continue
+    return cache[name]
+
+
+def size_images(app, output: str) -> str:
+    first = [True]
+
+    def attrs(m):
+        name = m[2].rsplit("_images/", 1)[1]
+        size = image_size(app, name)
+        extra = f' width="{size[0]}" height="{size[1]}"' if size else ""
+        if not first[0]:
+            extra += ' loading="lazy"'
+        first[0] = False
+        return f'<img {m[1]}src="{m[2]}"{extra} decoding="async"{m[3]}/>'
+
+    return IMG.sub(attrs, output)
+
+
+SYNC_SCRIPT = re.compile(r'<script((?:(?!\b(?:defer|async|type)\b)[^>])*?)\ssrc="([^"]+)"([^>]*)></script>')
+UNUSED_CSS = re.compile(r'\s*<link rel="stylesheet" type="text/css" href="[^"]*_static/sphinx-thebe\.css[^"]*" />')
+
+
+def defer_scripts(output: str) -> str:
+    """The theme's and extensions' scripts act on a parsed page: they need not block the
+    first paint. documentation_options.js stays in order: an inline script extends it."""
+    head, sep, body = output.partition("</head>")
+
+    def defer(m):
+        if "documentation_options.js" in m[2]:
+            return m[0]
+        return f'<script{m[1]} defer src="{m[2]}"{m[3]}></script>'
+
+    return SYNC_SCRIPT.sub(defer, head) + sep + body
+
+
+def postprocess(app, pagename: str, output: str) -> str:
+    output = typeset(output, pagename)
+    output = size_images(app, output)
+    output = FONTAWESOME_JS.sub("", output)
+    output = UNUSED_CSS.sub("", output)  # thebe is not used (selfcontained.py drops its script)
+    if pagename != "search":  # the search page runs its search as it loads
+        output = defer_scripts(output)
+    return output
+
+
+def on_builder_inited(app):
+    if app.builder.format != "html":
+        return
+    templates = app.builder.templates
+    render = templates.render
+
+    def render_and_postprocess(template, context):
+        output = render(template, context)
+        return postprocess(app, context.get("pagename", ""), output) if template.endswith(".html") else output
+
+    templates.render = render_and_postprocess
+
+
+# ---------------------------------------------------------------- landing page, favicon
+def on_build_finished(app, exception):
+    if exception is not None or app.builder.format != "html":
+        return
+    out = Path(app.outdir)
+    root = app.config.root_doc
+    landing = out / f"{root}.html"
+    if root != "index" and landing.exists():
+        page = landing.read_text(encoding="utf-8")
+        if app.config.html_baseurl and 'rel="canonical"' not in page:
+            url = app.config.html_baseurl.rstrip("/") + f"/{root}.html"
+            page = page.replace("</head>", f'<link rel="canonical" href="{url}" />\n</head>', 1)
+        (out / "index.html").write_text(page, encoding="utf-8")
+    favicon = out / "_static" / Path(app.config.html_favicon or "").name
+    if app.config.html_favicon and favicon.is_file():
+        try:
+            from PIL import Image
+            with Image.open(favicon) as im:
+                im.convert("RGBA").save(out / "favicon.ico", sizes=[(32, 32), (16, 16)])
+        except Exception:  # noqa: BLE001 - a PNG renamed .ico is still read by browsers
+            shutil.copy(favicon, out / "favicon.ico")
+
+
+def setup(app):
+    app.connect("builder-inited", on_builder_inited)
+    app.connect("html-page-context", on_page_context, priority=950)
+    app.connect("build-finished", on_build_finished, priority=900)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
