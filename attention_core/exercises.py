@@ -373,11 +373,11 @@ def check_causal_linear_attention(student: Callable) -> Feedback:
 # --- encoder-decoder attention ------------------------------------------------------
 
 def check_general_attention(student: Callable) -> Feedback:
-    """``student(s, h, W, mask)`` for a decoder state ``s (B, Dh)``, encoder states
-    ``h (B, S, Dh)``, a matrix ``W (Dh, Dh)`` and a mask ``(B, S)`` (True = real source
+    """``student(u, e, W, mask)`` for a decoder state ``u (B, Dh)``, encoder states
+    ``e (B, S, Dh)``, a matrix ``W (Dh, Dh)`` and a mask ``(B, S)`` (True = real source
     word) must return Luong's "general" context vector ``(B, Dh)``: scores
-    ``s^T W h_i``, softmax over the source positions that are not padding, then the
-    weighted sum of the ``h_i``."""
+    ``u^T W e_i``, softmax over the source positions that are not padding, then the
+    weighted sum of the ``e_i``."""
     def reference(s, h, W, mask):
         scores = torch.einsum("bq,qk,bsk->bs", s, W, h).masked_fill(~mask, -math.inf)
         return (torch.softmax(scores, -1).unsqueeze(-1) * h).sum(1)
@@ -396,7 +396,7 @@ def check_general_attention(student: Callable) -> Feedback:
                                                torch.ones(1, 4, dtype=torch.bool))),
              Case("three sentences with padding", (_rand(3, 3, seed=4), _rand(3, 4, 3, seed=5),
                                                    _rand(3, 3, seed=6), mask))]
-    mistakes = {"used W transposed: the score is s^T W h, i.e. s . (W h)": variant(transpose=True),
+    mistakes = {"used W transposed: the score is u^T W e, i.e. u . (W e)": variant(transpose=True),
                 "padding not masked: padded positions must get weight 0": variant(use_mask=False),
                 "softmax over the batch axis: normalise over the source positions": variant(dim=0),
                 "no softmax: the weights must be positive and sum to 1": variant(normalise=False)}

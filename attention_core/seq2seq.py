@@ -2,24 +2,31 @@
 the synthetic task chapter 6 trains it on.
 
 The three decoders differ only in where the context vector comes from and where it
-goes (``y`` the previous output token's embedding, ``h`` the encoder states):
+goes. Notation as in the book: ``e_i`` the encoder state of source word ``i`` (all of
+them together are the argument ``h``, ``(B, S, Dh)``), ``u_t`` the decoder state at step
+``t`` (the argument ``state``), ``c_t`` the context, ``y`` the previous output token's
+embedding, ``d_h`` the hidden size (shape letter ``Dh``):
 
 * none (Cho et al. 2014, Sutskever et al. 2014): one fixed context ``c`` summarises
-  the whole source; ``s_t = GRU([y; c], s_{t-1})``, output from ``[s_t; c; y]``.
+  the whole source; ``u_t = GRU([y; c], u_{t-1})``, output from ``[u_t; c; y]``.
 * Bahdanau et al. (2014): the context is computed from the **previous** state and goes
-  **into** the recurrence: ``c_t = attend(s_{t-1}, h)``, ``s_t = GRU([y; c_t], s_{t-1})``,
-  output from ``[s_t; c_t; y]``.
+  **into** the recurrence: ``c_t = attend(u_{t-1}, e)``, ``u_t = GRU([y; c_t], u_{t-1})``,
+  output from ``[u_t; c_t; y]``.
 * Luong et al. (2015): the recurrence runs first and the context is computed from the
-  **current** state, then combined **after** it: ``s_t = GRU(y, s_{t-1})``,
-  ``c_t = attend(s_t, h)``, attentional state ``h~_t = tanh(W_c [c_t; s_t])``, output
-  from ``h~_t``. (Luong's optional "input feeding" is not used.)
+  **current** state, then combined **after** it: ``u_t = GRU(y, u_{t-1})``,
+  ``c_t = attend(u_t, e)``, attentional state ``u~_t = tanh(W_c [c_t; u_t])``, output
+  from ``u~_t``. (Luong's optional "input feeding" is not used.)
+
+The first decoder state is ``u_0 = tanh(W [e_S->; e_1<-])``, from both encoder
+directions' final states: the book's choice (Bahdanau et al. use ``tanh(W_s e_1<-)``,
+the backward direction only).
 
 Each decoder is a step function with one signature, chosen by name from
 :data:`DECODERS` together with the layers it needs.
 
 Shape legend: B batch, S source length, T target length, D embedding dim
-(``embed_dim``), Dh hidden size of the GRUs (``hidden_size``; encoder states are Dh
-wide, Dh/2 per direction), V vocabulary size.
+(``embed_dim``), Dh hidden size ``d_h`` of the GRUs (``hidden_size``; encoder states
+``e_i`` are Dh wide, Dh/2 per direction), V vocabulary size.
 """
 
 from __future__ import annotations
@@ -101,34 +108,34 @@ def random_sentences(generator: torch.Generator, batch_size: int, min_len: int, 
 # --- the three decoders: layers and one step each -----------------------------------
 #
 # A step takes the model (for its layers), the previous output token's embedding
-# ``y (B, D)``, the state ``s_{t-1} (B, Dh)``, the encoder states ``h (B, S, Dh)``, their
-# padding mask ``(B, S)`` and the fixed context ``c (B, Dh)``; it returns
-# ``(logits (B, V), s_t (B, Dh), weights (B, S) or None)``.
+# ``y (B, D)``, the state ``u_{t-1} (B, Dh)`` (argument ``state``), the encoder states
+# ``e_1 ... e_S`` (argument ``h``, ``(B, S, Dh)``), their padding mask ``(B, S)`` and the
+# fixed context ``c (B, Dh)``; it returns ``(logits (B, V), u_t (B, Dh), weights (B, S) or None)``.
 
 
 def fixed_context_step(model, y, state, h, mask, fixed_context):
-    """No attention (Cho et al. 2014): the same context ``c = s_0`` at every step, fed into the GRU."""
+    """No attention (Cho et al. 2014): the same context ``c = u_0`` at every step, fed into the GRU."""
     state = model.cell(torch.cat((y, fixed_context), -1), state)  # (B, Dh)
     return model.readout(torch.cat((state, fixed_context, y), -1)), state, None
 
 
 def bahdanau_step(model, y, state, h, mask, fixed_context):
     """Bahdanau et al. (2014): attend from the previous state, then feed the context into the GRU."""
-    context, weights = attend(model.score, state, h, mask)  # from s_{t-1}: (B, Dh), (B, S)
+    context, weights = attend(model.score, state, h, mask)  # from u_{t-1}: (B, Dh), (B, S)
     state = model.cell(torch.cat((y, context), -1), state)  # the context goes in
     return model.readout(torch.cat((state, context, y), -1)), state, weights
 
 
 def luong_step(model, y, state, h, mask, fixed_context):
     """Luong et al. (2015): run the GRU first, attend from the new state, combine after."""
-    state = model.cell(y, state)  # s_t first: (B, Dh)
-    context, weights = attend(model.score, state, h, mask)  # from s_t: (B, Dh), (B, S)
-    attentional = torch.tanh(model.combine(torch.cat((context, state), -1)))  # h~_t: (B, Dh)
+    state = model.cell(y, state)  # u_t first: (B, Dh)
+    context, weights = attend(model.score, state, h, mask)  # from u_t: (B, Dh), (B, S)
+    attentional = torch.tanh(model.combine(torch.cat((context, state), -1)))  # u~_t: (B, Dh)
     return model.readout(attentional), state, weights
 
 
 def _context_into_cell_layers(D: int, Dh: int, V: int) -> dict[str, nn.Module]:
-    """The GRU reads ``[y; c]`` (D + Dh); the output is read from ``[s_t; c; y]``."""
+    """The GRU reads ``[y; c]`` (D + Dh); the output is read from ``[u_t; c; y]``."""
     return {"cell": nn.GRUCell(D + Dh, Dh),
             "readout": nn.Sequential(nn.Linear(2 * Dh + D, Dh), nn.Tanh(), nn.Linear(Dh, V))}
 
@@ -144,7 +151,7 @@ def _bahdanau_layers(score: str, D: int, Dh: int, V: int) -> dict[str, nn.Module
 def _luong_layers(score: str, D: int, Dh: int, V: int) -> dict[str, nn.Module]:
     return {"score": make_score(score, Dh, Dh),
             "cell": nn.GRUCell(D, Dh),  # reads y only
-            "combine": nn.Linear(2 * Dh, Dh, bias=False),  # W_c [c_t; s_t]
+            "combine": nn.Linear(2 * Dh, Dh, bias=False),  # W_c [c_t; u_t]
             "readout": nn.Linear(Dh, V)}
 
 
@@ -173,7 +180,7 @@ class Seq2Seq(nn.Module):
         attention: the decoder, a name in :data:`DECODERS`: ``"none"``, ``"bahdanau"``
             or ``"luong"``.
         score: a name in :data:`~attention_core.scoring.SCORES` (ignored for ``"none"``).
-        embed_dim, hidden_size: sizes D and Dh (Dh even: Dh/2 per encoder direction).
+        embed_dim, hidden_size: sizes D and d_h (Dh even: Dh/2 per encoder direction).
     """
 
     def __init__(self, attention: str = "bahdanau", score: str = "additive", embed_dim: int = 32,
@@ -190,31 +197,33 @@ class Seq2Seq(nn.Module):
         self.src_embed = nn.Embedding(len(SOURCE_VOCAB), D, padding_idx=PAD)
         self.tgt_embed = nn.Embedding(len(TARGET_VOCAB), D, padding_idx=PAD)
         self.encoder = nn.GRU(D, Dh // 2, batch_first=True, bidirectional=True)
-        self.bridge = nn.Linear(Dh, Dh)  # final encoder states -> s_0 (and c for "none")
+        self.bridge = nn.Linear(Dh, Dh)  # final encoder states -> u_0 (and c for "none")
         self.score = None  # the attending decoders replace it
         for name, layer in DECODERS[attention].layers(score, D, Dh, len(TARGET_VOCAB)).items():
             setattr(self, name, layer)
         self.score_name = None if self.score is None else score
 
     def encode(self, src: torch.Tensor, src_lengths: torch.Tensor):
-        """Encoder states ``h (B, S, Dh)``, the padding mask ``(B, S)`` and ``s_0 (B, Dh)``."""
+        """Encoder states ``e_1 ... e_S`` as ``h (B, S, Dh)``, the padding mask ``(B, S)`` and
+        the first decoder state ``u_0 (B, Dh)``."""
         packed = pack_padded_sequence(self.src_embed(src), src_lengths.cpu(), batch_first=True,
                                       enforce_sorted=False)
         out, last = self.encoder(packed)  # last: (2, B, Dh/2), forward and backward
         h, _ = pad_packed_sequence(out, batch_first=True, total_length=src.size(1))
-        s0 = torch.tanh(self.bridge(torch.cat((last[0], last[1]), -1)))  # (B, Dh)
-        return h, src != PAD, s0
+        # u_0 from both directions' final states: the book's choice (Bahdanau uses the backward one only)
+        u0 = torch.tanh(self.bridge(torch.cat((last[0], last[1]), -1)))  # (B, Dh)
+        return h, src != PAD, u0
 
     def step(self, y: torch.Tensor, state: torch.Tensor, h, mask, fixed_context):
         """One decoder step from the previous token's embedding ``y (B, D)``:
-        ``(logits (B, V), new state (B, Dh), weights (B, S) or None)``; the decoder's
+        ``(logits (B, V), new state u_t (B, Dh), weights (B, S) or None)``; the decoder's
         step function from :data:`DECODERS` does the work."""
         return DECODERS[self.attention].step(self, y, state, h, mask, fixed_context)
 
     def forward(self, src, src_lengths, tgt_in):
         """Teacher-forced pass: ``(logits (B, T, V), weights (B, T, S) or None)``."""
         h, mask, state = self.encode(src, src_lengths)
-        fixed = state  # the "none" decoder's context c: the encoder's summary, s_0
+        fixed = state  # the "none" decoder's context c: the encoder's summary, u_0
         logits, weights = [], []
         for t in range(tgt_in.size(1)):
             out, state, w = self.step(self.tgt_embed(tgt_in[:, t]), state, h, mask, fixed)

@@ -166,7 +166,7 @@ _FLOWS = {
                "rnn": (1.2, 1.6, "GRU"), "s": (2.4, 1.6, "$u_t$"),
                "h": (2.4, -0.6, "encoder states\n$e_1 \\ldots e_S$"),
                "attn": (2.4, 0.5, "score + softmax\n$\\alpha_t$"), "c": (3.6, 0.5, "$c_t$"),
-               "tilde": (4.8, 1.0, "$\\tilde h_t = \\tanh(W_c[c_t; u_t])$"),
+               "tilde": (4.8, 1.0, "$\\tilde u_t = \\tanh(W_c[c_t; u_t])$"),
                "out": (6.0, 1.0, "output\n$y_t$")},
               [("prev", "rnn"), ("y", "rnn"), ("rnn", "s"), ("s", "attn"), ("h", "attn"),
                ("attn", "c"), ("c", "tilde"), ("s", "tilde"), ("tilde", "out")]),
