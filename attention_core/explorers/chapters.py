@@ -173,7 +173,7 @@ def kv_sharing_explorer(num_heads: int = 32, head_dim: int = 128, num_layers: in
 def positional_explorer(d_models=(16, 32, 64, 128), bases=(100.0, 1000.0, 10000.0),
                         positions=(32, 64, 128)) -> Explorer:
     """Chapter 9: d_model, base and number of positions over the sinusoidal encoding
-    heatmap and the similarity PE(p) . PE(q) against the distance ``|p - q|``."""
+    heatmap and the similarity PE(p) . PE(p') against the distance ``|p - p'|``."""
 
     def compute(d_model, base, positions):
         pe = sinusoidal_encoding(positions, d_model, base)  # (T, D)
