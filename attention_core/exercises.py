@@ -267,7 +267,7 @@ def check_repeat_kv(student: Callable) -> Feedback:
 # --- positions and tiling ----------------------------------------------------------------
 
 def check_sinusoidal_encoding(student: Callable) -> Feedback:
-    """``student(num_positions, d_model)`` must return the ``(P, d_model)`` encoding of
+    """``student(num_positions, d_model)`` must return the ``(num_positions, d_model)`` encoding of
     Vaswani et al. (2017), sin in even and cos in odd dimensions, base 10000."""
     cases = [Case("4 positions, d_model = 4", (4, 4)), Case("50 positions, d_model = 16", (50, 16))]
 
@@ -337,8 +337,9 @@ def check_online_softmax(student: Callable) -> Feedback:
 
 def check_causal_linear_attention(student: Callable) -> Feedback:
     """``student(q, k, v)`` for ``q, k (L, E)``, ``v (L, Ev)`` must return causal linear
-    attention with ``phi(x) = elu(x) + 1``: ``out_i = phi(q_i) S_i / phi(q_i) . z_i`` where
-    ``S_i = sum_{j <= i} phi(k_j) v_j^T`` and ``z_i = sum_{j <= i} phi(k_j)``."""
+    attention with ``phi(x) = elu(x) + 1``: ``z_i = phi(q_i) U_i / phi(q_i) . zeta_i`` where
+    the state is ``U_i = sum_{j <= i} phi(k_j) v_j^T`` and the normaliser
+    ``zeta_i = sum_{j <= i} phi(k_j)`` (chapter 7's notation)."""
     from .linear import elu_feature_map, kernel_attention_weights, linear_attention
 
     cases = [Case("2 tokens", (torch.tensor([[0.5, -1.0], [1.0, 0.0]], dtype=torch.float64),
@@ -359,7 +360,7 @@ def check_causal_linear_attention(student: Callable) -> Feedback:
 
     mistakes = {"not causal: the sums run over every key, not just j <= i":
                     lambda q, k, v: linear_attention(q, k, v)[0],
-                "no normaliser: divide by phi(q_i) . z_i, the sum of the row's weights": unnormalised,
+                "no normaliser: divide by phi(q_i) . zeta_i, the sum of the row's weights": unnormalised,
                 "the prefix sums stop before token i (j < i); token i must see itself": exclusive,
                 "phi(x) = elu(x) without the + 1: features can be negative":
                     weights_then(lambda q, k: kernel_attention_weights(q, k, torch.nn.functional.elu,

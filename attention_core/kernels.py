@@ -12,7 +12,7 @@ growing a flag for each, and fixes a kernel's options with ``functools.partial``
 
 Shape legend: ``...`` batch dims (e.g. B, H), L query length, S key length, T length of
 one token sequence (self-attention, L = S = T), E query/key dim per head (d_k), Ev value
-dim per head (d_v), R Linformer's projected length.
+dim per head (d_v), ``proj_len`` Linformer's projected length.
 """
 
 from __future__ import annotations
@@ -45,8 +45,8 @@ ATTENTION_FUNCTIONS: dict[str, AttentionFunction] = {
 - ``"linear"``: :func:`~attention_core.linear.linear_attention`; options
   ``feature_map``, ``is_causal``, ``chunk_size``, ``eps``; weights None.
 - ``"linformer"``: :func:`~attention_core.linear.linformer_attention`; needs
-  ``key_projection (R, S)``; options ``value_projection``, ``scale``; weights
-  ``(..., L, R)``, over the R projected positions rather than the S keys.
+  ``key_projection (proj_len, S)``; options ``value_projection``, ``scale``; weights
+  ``(..., L, proj_len)``, over the ``proj_len`` projected positions rather than the S keys.
 - ``"lsh"``: :func:`~attention_core.sparse.lsh_attention`; needs ``num_buckets``;
   options ``chunk_size``, ``num_hashes``, ``seed``; ``key`` must be ``query`` (Reformer
   shares them); weights None.

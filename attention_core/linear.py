@@ -13,8 +13,8 @@ without bias, so it approximates softmax attention itself.
 
 Shape legend: ``...`` batch dims (e.g. B, H), L query length, S key length, T length of
 one sequence (causal: L = S = T), E query/key dim per head (d_k), Ev value dim per head
-(d_v), F number of features (phi maps E numbers to F), R Linformer's projected length
-(the book's r, the paper's k).
+(d_v), F number of features (phi maps E numbers to F), ``proj_len`` Linformer's
+projected length (the book's r, the paper's k).
 """
 
 from __future__ import annotations
@@ -178,8 +178,8 @@ def performer_feature_map(num_features: int, dim: int, orthogonal: bool = True,
 
 def sequence_projection(proj_len: int, seq_len: int, seed: int = 0, dtype=torch.float32,
                         device=None) -> torch.Tensor:
-    """A random ``(R, S)`` projection along the sequence axis (``R = proj_len``,
-    ``S = seq_len``) with entries ``N(0, 1/R)``, the Johnson-Lindenstrauss choice behind
+    """A random ``(proj_len, S)`` projection along the sequence axis (``S = seq_len``)
+    with entries ``N(0, 1/proj_len)``, the Johnson-Lindenstrauss choice behind
     Linformer's analysis (the model itself learns its projections). Drawn on the CPU with a generator seeded by
     ``seed`` (the same values on every device), returned as ``dtype`` on ``device``
     (default: float32 on the CPU)."""
@@ -187,7 +187,7 @@ def sequence_projection(proj_len: int, seq_len: int, seed: int = 0, dtype=torch.
     check_positive_int("seq_len", seq_len)
     check_positive_int("seed", seed, minimum=0)
     g = torch.Generator().manual_seed(seed)
-    P = torch.randn(proj_len, seq_len, generator=g, dtype=torch.float64) / math.sqrt(proj_len)  # (R, S)
+    P = torch.randn(proj_len, seq_len, generator=g, dtype=torch.float64) / math.sqrt(proj_len)  # (proj_len, S)
     return P.to(device=device, dtype=dtype)
 
 
@@ -196,18 +196,18 @@ def linformer_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Ten
                         scale: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Linformer (Wang et al. 2020): project keys and values along the sequence,
     ``K' = P_K K`` and ``V' = P_V V`` with ``key_projection`` ``P_K`` and
-    ``value_projection`` ``P_V`` of shape ``(R, S)`` (the book's P_K and P_V in R^{r x S}; the paper's E and F,
+    ``value_projection`` ``P_V`` of shape ``(proj_len, S)`` (the book's P_K and P_V in R^{r x S}; the paper's E and F,
     and k for r),
-    then ordinary softmax attention over the R projected positions:
+    then ordinary softmax attention over the ``proj_len`` projected positions:
     ``softmax(Q K'^T / sqrt(E)) V'``.
 
-    Cost O(L R E) instead of O(L S E). With ``R = S`` and identity projections it is
-    exactly dense attention. ``value_projection`` defaults to ``key_projection``
+    Cost O(L * proj_len * E) instead of O(L * S * E). With ``proj_len = S`` and identity
+    projections it is exactly dense attention. ``value_projection`` defaults to ``key_projection``
     (Linformer's shared projection).
 
-    Returns ``(output (..., L, Ev), weights (..., L, R))``: the weights are over the R
-    projected "positions", each a mixture of the real ones. The projections must lie on
-    the inputs' device (build them with ``device=``).
+    Returns ``(output (..., L, Ev), weights (..., L, proj_len))``: the weights are over the
+    ``proj_len`` projected "positions", each a mixture of the real ones. The projections
+    must lie on the inputs' device (build them with ``device=``).
     """
     check_qkv(query, key, value)
     value_projection = key_projection if value_projection is None else value_projection
@@ -220,20 +220,20 @@ def linformer_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Ten
     if key_projection.size(0) != value_projection.size(0):
         raise ValueError(f"key_projection and value_projection must project to the same R, got "
                          f"{tuple(key_projection.shape)} and {tuple(value_projection.shape)}")
-    projected_key = key_projection.to(key.dtype) @ key  # (..., R, E)
-    projected_value = value_projection.to(value.dtype) @ value  # (..., R, Ev)
+    projected_key = key_projection.to(key.dtype) @ key  # (..., proj_len, E)
+    projected_value = value_projection.to(value.dtype) @ value  # (..., proj_len, Ev)
     return scaled_dot_product_attention(query, projected_key, projected_value, scale=scale)
 
 
 def pooling_projection(proj_len: int, seq_len: int, dtype=torch.float32, device=None) -> torch.Tensor:
-    """A ``(R, S)`` projection that averages ``R = proj_len`` consecutive segments of a
+    """A ``(proj_len, S)`` projection that averages ``proj_len`` consecutive segments of a
     sequence of ``S = seq_len`` positions (segment lengths differ by at most one).
-    ``R = S`` is the identity; a simple, deterministic stand-in for Linformer's learned
+    ``proj_len = S`` is the identity; a simple, deterministic stand-in for Linformer's learned
     ``key_projection`` and ``value_projection``. Returned as ``dtype``
     on ``device`` (default: float32 on the CPU)."""
     check_positive_int("proj_len", proj_len)
     check_positive_int("seq_len", seq_len, minimum=proj_len)
-    starts = torch.arange(1, proj_len) * seq_len // proj_len  # first position of segments 1 .. R-1
+    starts = torch.arange(1, proj_len) * seq_len // proj_len  # first position of segments 1 .. proj_len - 1
     segment = torch.searchsorted(starts, torch.arange(seq_len), right=True)  # (S,) segment of each position
-    P = F.one_hot(segment, proj_len).T.to(torch.float64)  # (R, S)
+    P = F.one_hot(segment, proj_len).T.to(torch.float64)  # (proj_len, S)
     return (P / P.sum(-1, keepdim=True)).to(device=device, dtype=dtype)

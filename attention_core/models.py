@@ -5,7 +5,7 @@ over token embeddings and picks how token order enters from :data:`POSITIONAL`. 
 maths modules never import this one: models use attention, not the other way round.
 
 Shape legend: B batch, T sequence length, D model width (``embed_dim``), H heads,
-V vocabulary size.
+``vocab_size`` vocabulary size.
 """
 
 from __future__ import annotations
@@ -146,7 +146,7 @@ class TinyTransformer(nn.Module):
         return None if bias is None else bias(self.num_heads, T, device=like.device, dtype=like.dtype)
 
     def forward(self, x: torch.Tensor):
-        """``x (B, T)`` -> ``(logits (B, T, num_outputs, V), [weights (B, H, T, T) per layer])``."""
+        """``x (B, T)`` -> ``(logits (B, T, num_outputs, vocab_size), [weights (B, H, T, T) per layer])``."""
         B, T = x.shape
         h = self.embed(x)  # (B, T, D)
         bias = self.score_bias(T, h)  # (H, T, T) or None

@@ -11,7 +11,7 @@ follows it one step further, to the queries (and so to ``W_q``), where the
 ``1/sqrt(d_k)`` factor itself shrinks it again: the mean over rows hides the effect, the
 distribution over rows shows it.
 
-Shape legend: N samples (rows), S keys, d_k query/key dim (E elsewhere in the book).
+Shape legend: ``num_rows`` samples (rows), S keys, d_k query/key dim (E elsewhere in the book).
 """
 
 from __future__ import annotations
@@ -26,18 +26,18 @@ from .metrics import attention_entropy
 
 
 def random_queries_keys(d_k: int, num_rows: int, num_keys: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    """One unit-variance random query per row, ``(N, 1, d_k)``, and ``num_keys`` keys per
-    row, ``(N, S, d_k)``, float64."""
+    """One unit-variance random query per row, ``(num_rows, 1, d_k)``, and ``num_keys`` keys per
+    row, ``(num_rows, S, d_k)``, float64."""
     for name, value in (("d_k", d_k), ("num_rows", num_rows), ("num_keys", num_keys)):
         check_positive_int(name, value)
     g = torch.Generator().manual_seed(seed)
-    q = torch.randn(num_rows, 1, d_k, generator=g, dtype=torch.float64)  # (N, 1, d_k)
-    k = torch.randn(num_rows, num_keys, d_k, generator=g, dtype=torch.float64)  # (N, S, d_k)
+    q = torch.randn(num_rows, 1, d_k, generator=g, dtype=torch.float64)  # (num_rows, 1, d_k)
+    k = torch.randn(num_rows, num_keys, d_k, generator=g, dtype=torch.float64)  # (num_rows, S, d_k)
     return q, k
 
 
 def _scores(q: torch.Tensor, k: torch.Tensor, scaled: bool) -> torch.Tensor:
-    scores = (q @ k.transpose(-2, -1)).squeeze(-2)  # (N, 1, d_k) @ (N, d_k, S) -> (N, S)
+    scores = (q @ k.transpose(-2, -1)).squeeze(-2)  # (num_rows, 1, d_k) @ (num_rows, d_k, S) -> (num_rows, S)
     return scores / math.sqrt(q.size(-1)) if scaled else scores
 
 
@@ -57,8 +57,8 @@ def softmax_saturation(d_k: int, scaled: bool, num_keys: int = 16, num_rows: int
     """How peaked the softmax of random scores gets, over ``num_rows`` rows of
     ``num_keys`` keys: mean largest weight, mean entropy (nats), and the fraction of
     ``saturated`` rows, whose largest weight exceeds ``threshold``."""
-    weights = softmax(random_scores(d_k, num_rows, num_keys, scaled, seed))  # (N, S)
-    largest = weights.amax(-1)  # (N,)
+    weights = softmax(random_scores(d_k, num_rows, num_keys, scaled, seed))  # (num_rows, S)
+    largest = weights.amax(-1)  # (num_rows,)
     return {"max_weight": largest.mean().item(),
             "entropy": attention_entropy(weights).mean().item(),
             "saturated": (largest > threshold).double().mean().item()}
@@ -95,4 +95,4 @@ def query_gradient_norms(d_k: int, scaled: bool, num_keys: int = 16, num_rows: i
     upstream = torch.randn(num_rows, num_keys, generator=torch.Generator().manual_seed(seed + 1),
                            dtype=torch.float64)
     (softmax(_scores(q, k, scaled)) * upstream).sum().backward()
-    return q.grad.squeeze(-2).norm(dim=-1)  # (N, 1, d_k) -> (N,)
+    return q.grad.squeeze(-2).norm(dim=-1)  # (num_rows, 1, d_k) -> (num_rows,)

@@ -26,7 +26,7 @@ Each decoder is a step function with one signature, chosen by name from
 
 Shape legend: B batch, S source length, T target length, D embedding dim
 (``embed_dim``), Dh hidden size ``d_h`` of the GRUs (``hidden_size``; encoder states
-``e_i`` are Dh wide, Dh/2 per direction), V vocabulary size.
+``e_i`` are Dh wide, Dh/2 per direction), ``vocab_size`` vocabulary size.
 """
 
 from __future__ import annotations
@@ -110,7 +110,7 @@ def random_sentences(generator: torch.Generator, batch_size: int, min_len: int, 
 # A step takes the model (for its layers), the previous output token's embedding
 # ``y (B, D)``, the state ``u_{t-1} (B, Dh)`` (argument ``state``), the encoder states
 # ``e_1 ... e_S`` (argument ``h``, ``(B, S, Dh)``), their padding mask ``(B, S)`` and the
-# fixed context ``c (B, Dh)``; it returns ``(logits (B, V), u_t (B, Dh), weights (B, S) or None)``.
+# fixed context ``c (B, Dh)``; it returns ``(logits (B, vocab_size), u_t (B, Dh), weights (B, S) or None)``.
 
 
 def fixed_context_step(model, y, state, h, mask, fixed_context):
@@ -216,12 +216,12 @@ class Seq2Seq(nn.Module):
 
     def step(self, y: torch.Tensor, state: torch.Tensor, h, mask, fixed_context):
         """One decoder step from the previous token's embedding ``y (B, D)``:
-        ``(logits (B, V), new state u_t (B, Dh), weights (B, S) or None)``; the decoder's
+        ``(logits (B, vocab_size), new state u_t (B, Dh), weights (B, S) or None)``; the decoder's
         step function from :data:`DECODERS` does the work."""
         return DECODERS[self.attention].step(self, y, state, h, mask, fixed_context)
 
     def forward(self, src, src_lengths, tgt_in):
-        """Teacher-forced pass: ``(logits (B, T, V), weights (B, T, S) or None)``."""
+        """Teacher-forced pass: ``(logits (B, T, vocab_size), weights (B, T, S) or None)``."""
         h, mask, state = self.encode(src, src_lengths)
         fixed = state  # the "none" decoder's context c: the encoder's summary, u_0
         logits, weights = [], []

@@ -77,7 +77,7 @@ def random_mask(L: int, num_random: int, seed: int = 0, device=None) -> torch.Te
     _check_count("num_random", num_random, L)
     check_positive_int("seed", seed, minimum=0)
     g = torch.Generator().manual_seed(seed)
-    chosen = torch.rand(L, L, generator=g).topk(num_random, dim=-1).indices  # (L, r)
+    chosen = torch.rand(L, L, generator=g).topk(num_random, dim=-1).indices  # (L, num_random)
     mask = torch.zeros(L, L, dtype=torch.bool)
     mask.scatter_(1, chosen, True)
     return mask.to(device)
@@ -230,15 +230,15 @@ def sliding_window_attention(query: torch.Tensor, key: torch.Tensor, value: torc
     for q0 in range(0, T, block):
         q1 = min(q0 + block, T)
         k0, k1 = max(0, q0 - window + 1), (q1 if is_causal else min(T, q1 + window - 1))
-        s = (query[..., q0:q1, :] * scale) @ key[..., k0:k1, :].transpose(-2, -1)  # (..., b, r)
+        s = (query[..., q0:q1, :] * scale) @ key[..., k0:k1, :].transpose(-2, -1)  # (..., q1 - q0, k1 - k0)
         offset = (torch.arange(q0, q1, device=s.device).unsqueeze(1)
-                  - torch.arange(k0, k1, device=s.device).unsqueeze(0))  # (b, r)
+                  - torch.arange(k0, k1, device=s.device).unsqueeze(0))  # (q1 - q0, k1 - k0)
         band = (offset >= 0) & (offset < window) if is_causal else offset.abs() < window
         s.masked_fill_(~band, NEG_INF)
         if attn_mask is not None:  # the band always keeps a key; a mask may remove them all
             apply_mask_(s, attn_mask[..., q0:q1, k0:k1])
-            dead = s.amax(-1, keepdim=True) == NEG_INF  # (..., b, 1): no key left
-        weights = softmax(s, inplace=True)  # (..., b, r)
+            dead = s.amax(-1, keepdim=True) == NEG_INF  # (..., q1 - q0, 1): no key left
+        weights = softmax(s, inplace=True)  # (..., q1 - q0, k1 - k0)
         if attn_mask is not None:
             weights.masked_fill_(dead, 0.0)  # zero weights and output, not NaN
         out[..., q0:q1, :] = weights @ value[..., k0:k1, :]
@@ -267,7 +267,7 @@ def lsh_buckets(x: torch.Tensor, num_buckets: int, num_hashes: int = 1, seed: in
     g = torch.Generator().manual_seed(seed)
     W = torch.randn(num_hashes, x.size(-1), num_buckets // 2, generator=g, dtype=torch.float64)
     W = W.to(x.device)  # drawn on the CPU (the same rotations on every device), used on x's
-    rotated = torch.einsum("...ne,hef->h...nf", x.to(torch.float64), W)  # (hashes, ..., T, b/2)
+    rotated = torch.einsum("...ne,hef->h...nf", x.to(torch.float64), W)  # (hashes, ..., T, num_buckets / 2)
     return torch.cat((rotated, -rotated), -1).argmax(-1)
 
 
@@ -327,17 +327,17 @@ def lsh_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, n
     for buckets in lsh_buckets(query.detach(), num_buckets, num_hashes, seed):  # (..., T) per round
         order = (buckets * T + torch.arange(T, device=query.device)).argsort(-1)  # bucket, then position
         q_c, k_c, v_c = (_rows(x, order).unflatten(-2, (chunks, chunk_size)) for x in (query, key, value))
-        pos_c = order.unflatten(-1, (chunks, chunk_size))  # (..., chunks, c) original positions
+        pos_c = order.unflatten(-1, (chunks, chunk_size))  # (..., chunks, chunk_size) original positions
         bkt_c = buckets.gather(-1, order).unflatten(-1, (chunks, chunk_size))
         kpos, kbkt = pos_c, bkt_c
         if chunks > 1:  # each chunk also sees the chunk before it (the first, the last)
             k_c, v_c = (torch.cat((x, x.roll(1, dims=-3)), -2) for x in (k_c, v_c))
             kpos, kbkt = (torch.cat((x, x.roll(1, dims=-2)), -1) for x in (pos_c, bkt_c))
-        scores = (q_c * scale) @ k_c.transpose(-2, -1)  # (..., chunks, c, c or 2c)
+        scores = (q_c * scale) @ k_c.transpose(-2, -1)  # (..., chunks, chunk_size, chunk_size or 2 * chunk_size)
         scores = scores.masked_fill(bkt_c.unsqueeze(-1) != kbkt.unsqueeze(-2), NEG_INF)
         scores = scores.masked_fill(pos_c.unsqueeze(-1) == kpos.unsqueeze(-2), -1e5)  # self: last resort
-        lse = scores.logsumexp(-1, keepdim=True)  # (..., chunks, c, 1)
-        out = torch.exp(scores - lse) @ v_c  # (..., chunks, c, Ev)
+        lse = scores.logsumexp(-1, keepdim=True)  # (..., chunks, chunk_size, 1)
+        out = torch.exp(scores - lse) @ v_c  # (..., chunks, chunk_size, Ev)
         unsort = order.argsort(-1)
         outs.append(_rows(out.flatten(-3, -2), unsort))  # (..., T, Ev), back to the original order
         lses.append(_rows(lse.flatten(-3, -2), unsort))  # (..., T, 1)

@@ -3,7 +3,7 @@ nothing is downloaded, everything is made here. The models are in
 :mod:`attention_core.models`, the training loop in :mod:`attention_core.training`.
 
 Shape legend: B batch, T sequence length (tokens), D embedding dim (``d_model``),
-H heads, V vocabulary size.
+H heads, ``vocab_size`` vocabulary size.
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ def train_reverse_and_shift(num_heads: int = 2, seq_len: int = 8, vocab_size: in
 @torch.no_grad()
 def reverse_and_shift_accuracy(model: TinyTransformer, seq_len: int, vocab_size: int,
                                num_sequences: int = 2000, seed: int = 1234) -> dict[str, float]:
-    """Per-token accuracy of each target on fresh sequences (chance is 1 / (V - 1))."""
+    """Per-token accuracy of each target on fresh sequences (chance is 1 / (vocab_size - 1))."""
     x, y = reverse_and_shift_batch(num_sequences, seq_len, vocab_size,
                                    torch.Generator().manual_seed(seed))
     predictions = model(x)[0].argmax(-1)  # (B, T, 2)

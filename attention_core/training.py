@@ -1,7 +1,7 @@
 """The one training loop of the book: every chapter that trains a model calls
 :func:`train_model`. The maths modules never import this one.
 
-Shape legend: B batch, T sequence length, V vocabulary size.
+Shape legend: B batch, T sequence length, ``vocab_size`` vocabulary size.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from .website import building_website
 
 def token_loss(model: torch.nn.Module, batch: tuple) -> torch.Tensor:
     """Cross-entropy of ``model(x)`` against ``y`` for a batch ``(x (B, T), y (B, T, ...))``;
-    the model returns ``(logits (B, T, ..., V), anything)`` and has a ``vocab_size``."""
+    the model returns ``(logits (B, T, ..., vocab_size), anything)`` and has a ``vocab_size``."""
     x, y = batch
     logits, _ = model(x)
     return torch.nn.functional.cross_entropy(logits.reshape(-1, model.vocab_size), y.reshape(-1))

@@ -287,7 +287,7 @@ def scaling_panel(fig, d_ks: Sequence[int], mean_entropy: dict, num_keys: int, b
     against ``d_k`` (``mean_entropy[scaled]`` is one value per ``d_ks``); side by
     side (wide) or stacked (narrow).
 
-    Returns ``update(d_k, scaled, scores (N, S))``.
+    Returns ``update(d_k, scaled, scores (num_rows, S))``.
     """
     from .metrics import attention_entropy
 

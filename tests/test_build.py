@@ -2,6 +2,7 @@
 
 import json
 import shutil
+from concurrent.futures import ThreadPoolExecutor
 import subprocess
 import sys
 from pathlib import Path
@@ -33,12 +34,28 @@ def text_outputs(nb):
     return out
 
 
-@pytest.mark.parametrize("chapter", CHAPTERS)
-def test_a_fresh_run_prints_the_same_numbers_as_the_build(site, chapter, tmp_path):
-    cache = get_cache(ROOT / "_build" / ".jupyter_cache")  # what the build executed
-    _, built = cache.merge_match_into_file(ROOT / "chapters" / f"{chapter}.ipynb")
+def run_fresh(chapter: str):
+    """Execute a chapter from scratch in its own kernel (a separate process)."""
     fresh = nbformat.read(ROOT / "chapters" / f"{chapter}.ipynb", 4)
     NotebookClient(fresh, timeout=120, resources={"metadata": {"path": str(ROOT / "chapters")}}).execute()
+    return fresh
+
+
+@pytest.fixture(scope="module")
+def fresh_runs(site):
+    """Every chapter executed afresh, two at a time: each runs in its own kernel process,
+    so two kernels keep both cores busy while the slowest chapters train."""
+    slowest_first = sorted(CHAPTERS, key=lambda c: -(ROOT / "chapters" / f"{c}.ipynb").stat().st_size)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        futures = {chapter: pool.submit(run_fresh, chapter) for chapter in slowest_first}
+    return futures
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_a_fresh_run_prints_the_same_numbers_as_the_build(fresh_runs, chapter):
+    cache = get_cache(ROOT / "_build" / ".jupyter_cache")  # what the build executed
+    _, built = cache.merge_match_into_file(ROOT / "chapters" / f"{chapter}.ipynb")
+    fresh = fresh_runs[chapter].result()  # raises the chapter's error if its fresh run failed
     fresh_text, built_text = text_outputs(fresh), text_outputs(built)
     for index, text in built_text.items():
         assert fresh_text[index] == text, f"cell {index} printed something else on a fresh run"

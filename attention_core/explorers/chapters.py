@@ -127,9 +127,9 @@ def heads_explorer(models: Mapping[int, Any], seq_len: int, vocab_size: int,
     count in ``models``) and a test example, over the per-head grid and the mean row
     entropy of each head."""
     x, _ = reverse_and_shift_batch(num_examples, seq_len, vocab_size,
-                                   torch.Generator().manual_seed(seed))  # (N, T)
+                                   torch.Generator().manual_seed(seed))  # (num_examples, T)
     with torch.no_grad():
-        weights = {h: m(x)[1][0] for h, m in models.items()}  # (N, H, T, T) per model
+        weights = {h: m(x)[1][0] for h, m in models.items()}  # (num_examples, H, T, T) per model
     roles = {h: head_roles(w) for h, w in weights.items()}
 
     def compute(num_heads, example):
@@ -233,7 +233,7 @@ def tiling_explorer(seq_lens=(8, 16, 32), blocks=(2, 4, 8), seed: int = 0) -> Ex
 
 SPARSE_PATTERNS = {
     "sliding window": lambda L, size: sliding_window_mask(L, size),
-    "dilated window (r = 2)": lambda L, size: dilated_window_mask(L, size, 2),
+    "dilated window (dilation 2)": lambda L, size: dilated_window_mask(L, size, 2),
     "strided (causal)": lambda L, size: strided_mask(L, size),
     "fixed (causal)": lambda L, size: fixed_mask(L, size),
 }
