@@ -229,7 +229,7 @@ LAYOUT_STYLE = {
                       "xtick.labelsize": 7.5, "ytick.labelsize": 7.5, "legend.fontsize": 7.5,
                       "figure.titlesize": 9}},
 }
-"""Per layout: dpi, figure width (inches) and the rcParams an explorer draws under."""
+"""The dpi, figure width (inches) and rcParams an explorer draws under, for each layout."""
 
 
 def check_layout(layout: str) -> bool:

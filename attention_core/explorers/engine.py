@@ -75,8 +75,8 @@ class Layout:
 
     @property
     def min_text_px(self) -> float:
-        """Smallest font size (px at natural size) of any text drawn since the last
-        :meth:`reset_text_px`: ``points * dpi / 72``, tick labels included."""
+        """Smallest font size (px at natural size, ``points * dpi / 72``, tick labels
+        included) of any text drawn since the last call of ``reset_text_px``."""
         return self.figure.canvas.text_px
 
     def reset_text_px(self) -> None:
@@ -225,7 +225,7 @@ class Explorer:
 
     @property
     def figure(self):
-        """The wide figure: what the live view shows."""
+        """The wide figure, the one the live view shows."""
         return self.layout("wide").figure
 
     def set(self, small: bool = False, **values) -> bytes:

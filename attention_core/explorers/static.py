@@ -34,7 +34,7 @@ STYLE = """<style>
 .ac-explorer .ac-control input[type=range]{flex:1 1 auto;min-width:0;height:44px;margin:0}
 }
 </style>"""
-"""The explorer's own styles, scoped by its class: controls wrap; on a phone each
+"""The explorer's own styles, scoped by its class. Controls wrap; on a phone each
 control takes a line and its slider a 44 px tall touch target."""
 
 
