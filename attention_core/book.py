@@ -13,15 +13,15 @@ def show_source(obj):
     return Code(inspect.getsource(obj), language="python")
 
 
-def glue(name: str, value, display: bool = False):
+def glue(name: str, value, display: bool = False) -> None:
     """Give ``value`` to the page's prose as ``{glue:text}`name``` (myst-nb's glue).
 
     The website's build has myst-nb; a reader's kernel (Colab, Binder) may not, and there
-    the value is simply returned, so the same cell runs everywhere.
+    nothing happens, so the same cell runs everywhere. Returns nothing, so a cell that
+    ends with ``glue(...)`` shows no stray value.
     """
     try:
         from myst_nb import glue as myst_glue
     except ImportError:
-        return value
+        return
     myst_glue(name, value, display=display)
-    return value

@@ -37,6 +37,8 @@ RECIPE = [
     "numpy==2.0.2",
     "matplotlib==3.10.0",
     "pillow==11.1.0",
+    "pandas==2.2.2",
+    "seaborn==0.13.2",
     "tqdm==4.67.1",
     "ipywidgets==7.7.1",
     "ipython==7.34.0",
