@@ -339,7 +339,7 @@ def check_causal_linear_attention(student: Callable) -> Feedback:
     """``student(q, k, v)`` for ``q, k (L, E)``, ``v (L, Ev)`` must return causal linear
     attention with ``phi(x) = elu(x) + 1``: ``z_i = phi(q_i) U_i / phi(q_i) . zeta_i`` where
     the state is ``U_i = sum_{j <= i} phi(k_j) v_j^T`` and the normaliser
-    ``zeta_i = sum_{j <= i} phi(k_j)`` (chapter 7's notation)."""
+    ``zeta_i = sum_{j <= i} phi(k_j)`` (chapter 8's notation)."""
     from .linear import elu_feature_map, kernel_attention_weights, linear_attention
 
     cases = [Case("2 tokens", (torch.tensor([[0.5, -1.0], [1.0, 0.0]], dtype=torch.float64),

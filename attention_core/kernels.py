@@ -53,5 +53,5 @@ ATTENTION_FUNCTIONS: dict[str, AttentionFunction] = {
 
 The exact kernels (``eager``, ``flash``, and ``sliding_window`` with its band as the
 mask) equal ``torch.nn.functional.scaled_dot_product_attention``; the others are
-different attentions (chapter 7).
+different attentions (chapter 8).
 """

@@ -1,6 +1,6 @@
 """Alignment scores of the encoder-decoder attention of Bahdanau et al. (2014) and
 Luong et al. (2015): how well a decoder state ``u`` matches each encoder state ``e_i``
-(the book's notation, chapter 6; the papers write s and h).
+(the book's notation, chapter 7; the papers write s and h).
 
     additive (Bahdanau)   score(u, e) = v^T tanh(W_s u + W_h e)
     dot      (Luong)      score(u, e) = u^T e
@@ -17,7 +17,7 @@ query (``u_{t-1}`` for Bahdanau, ``u_t`` for Luong) is the decoder's business:
 :mod:`attention_core.seq2seq`.
 
 Shape legend: B batch, S source length, Dh hidden size of a recurrent network. In
-chapter 6 the decoder state (the query) and the encoder states (the keys) are all Dh
+chapter 7 the decoder state (the query) and the encoder states (the keys) are all Dh
 wide; the modules take their widths separately, as ``query_dim`` and ``key_dim``, and
 ``attn_dim`` is the width of the hidden layer of the additive and concat scores.
 """

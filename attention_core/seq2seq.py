@@ -1,5 +1,5 @@
 """A GRU encoder-decoder with no attention, Bahdanau attention or Luong attention, and
-the synthetic task chapter 6 trains it on.
+the synthetic task chapter 7 trains it on.
 
 The three decoders differ only in where the context vector comes from and where it
 goes. Notation as in the book: ``e_i`` the encoder state of source word ``i`` (all of

@@ -383,7 +383,7 @@ def head_grid_panel(fig, max_heads: int, seq_len: int, layout: str = "wide"):
 
 
 def kv_sharing_panel(fig, num_heads: int, contexts: Sequence[int], cache_gib, layout: str = "wide"):
-    """Chapter 8: which query heads share each key/value head, and the KV cache size
+    """Chapter 9: which query heads share each key/value head, and the KV cache size
     against context length, side by side (wide) or stacked (narrow).
     ``cache_gib(num_kv_heads, context) -> GiB``.
 
@@ -432,7 +432,7 @@ def encoding_heatmap(pe, ax=None, title: str | None = None):
 
 
 def sinusoidal_panel(fig, max_positions: int, max_d_model: int, layout: str = "wide"):
-    """Chapter 9: the sinusoidal encoding (positions by dimensions) and the similarity
+    """Chapter 10: the sinusoidal encoding (positions by dimensions) and the similarity
     of two encodings against their distance, side by side (wide) or stacked (narrow).
 
     Returns ``update(pe (T, D), similarity (T,), title)``.
@@ -462,7 +462,7 @@ TILE_STATES = ((0, "not yet read"), (1, "earlier query blocks"), (2, "tiles done
 
 
 def tiling_panel(fig, max_len: int, layout: str = "wide"):
-    """Chapter 10: the grid of score tiles coloured by state (codes of
+    """Chapter 11: the grid of score tiles coloured by state (codes of
     :data:`TILE_STATES`) and the running maximum and sum of one row, block by block;
     side by side (wide) or stacked (narrow).
 
@@ -513,7 +513,7 @@ def tiling_panel(fig, max_len: int, layout: str = "wide"):
 
 
 def sparse_reach_panel(fig, max_len: int, layout: str = "wide"):
-    """Chapter 7: a sparse mask and, per position, the layers until the last token
+    """Chapter 8: a sparse mask and, per position, the layers until the last token
     depends on it (negative: never; drawn as a gap); side by side (wide) or stacked
     (narrow).
 
@@ -545,7 +545,7 @@ def sparse_reach_panel(fig, max_len: int, layout: str = "wide"):
 
 
 def alignment_panel(fig, max_source: int, layout: str = "wide"):
-    """Chapter 6: an encoder-decoder's alignment, output words by source words (one
+    """Chapter 7: an encoder-decoder's alignment, output words by source words (one
     panel: the layouts differ only in the figure's size).
 
     Returns ``update(weights (T_out, T_src), output_words, source_words, title)``.

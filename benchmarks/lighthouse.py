@@ -2,7 +2,7 @@
 
     python benchmarks/lighthouse.py [--site _build/html] [--out scores.json] [PAGE ...]
 
-PAGE defaults to index.html, chapters/02_scaling.html and chapters/07_sparse_linear.html.
+PAGE defaults to index.html, chapters/02_scaling.html and chapters/08_sparse_linear.html.
 Mobile preset (Lighthouse's default: emulated phone, simulated slow 4G, 4x CPU slowdown),
 headless Chromium, nothing outside 127.0.0.1 reached. Prints the four category scores and
 the metrics behind Performance for each page; ``--out`` writes them as JSON. The default
@@ -30,7 +30,7 @@ import threading
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = ["index.html", "chapters/02_scaling.html", "chapters/07_sparse_linear.html"]
+PAGES = ["index.html", "chapters/02_scaling.html", "chapters/08_sparse_linear.html"]
 CATEGORIES = ["performance", "accessibility", "best-practices", "seo"]
 METRICS = ["first-contentful-paint", "largest-contentful-paint", "total-blocking-time",
            "cumulative-layout-shift", "speed-index"]

@@ -54,7 +54,7 @@ def test_text_is_legible_at_the_size_shown(chapter):
 @pytest.mark.parametrize("chapter", CHAPTERS)
 def test_no_control_repeats_a_picture_under_a_new_readout(chapter):
     """For each control, some step to a neighbouring value changes the frame: a
-    control whose neighbours always show the same picture (chapter 10's key blocks
+    control whose neighbours always show the same picture (chapter 11's key blocks
     beyond the last block, once) fails."""
     for data in built_explorers(chapter):
         index = data["layouts"]["wide"]["index"]
@@ -79,7 +79,7 @@ def test_tiling_reads_exactly_the_key_blocks_there_are():
         counts.setdefault((values["seq_len"], values["block"]), []).append(values["key_blocks_done"])
     for (seq_len, block), done in counts.items():
         assert done == list(range(1, seq_len // block + 1))
-    (data,) = built_explorers("10_flash_attention")
+    (data,) = built_explorers("11_flash_attention")
     assert len(data["layouts"]["wide"]["index"]) == sum(len(d) for d in counts.values())
 
 
@@ -122,7 +122,7 @@ def test_extension_writes_each_frame_once_as_a_file(tmp_path):
     doctree += nodes.raw("", "<p>data:image/png;base64,AAAA</p>", format="html")  # not an explorer
     app = SimpleNamespace(outdir=str(tmp_path / "site"), builder=SimpleNamespace(
         format="html", get_target_uri=lambda docname: docname + ".html"))
-    explorer_frames.externalise_frames(app, doctree, "chapters/10_flash_attention")
+    explorer_frames.externalise_frames(app, doctree, "chapters/11_flash_attention")
     raws = [n.astext() for n in doctree.findall(nodes.raw)]
     assert "data:image" not in raws[0] and "../_static/explorer-frames/" in raws[0]
     assert raws[1] == "<p>data:image/png;base64,AAAA</p>"

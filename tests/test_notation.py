@@ -48,7 +48,7 @@ INDEX_LETTERS = {
 }
 
 # Bases whose subscripts are labels naming the matrix, never indices or symbols:
-# W_q, W_k, W_v, W^O and the score weights of chapter 6 are all "a weight matrix".
+# W_q, W_k, W_v, W^O and the score weights of chapter 7 are all "a weight matrix".
 LABEL_BASES = {"W"}
 
 # Multi-letter words that are function or operator names, not products of letters.

@@ -152,7 +152,7 @@ def heads_explorer(models: Mapping[int, Any], seq_len: int, vocab_size: int,
 
 def kv_sharing_explorer(num_heads: int = 32, head_dim: int = 128, num_layers: int = 32,
                         contexts=(1024, 4096, 8192, 32768, 131072)) -> Explorer:
-    """Chapter 8: number of key/value heads and context length over the head-sharing
+    """Chapter 9: number of key/value heads and context length over the head-sharing
     diagram and the KV cache size (fp16, batch 1) of a model of the given shape."""
     kv_options = [d for d in range(1, num_heads + 1) if num_heads % d == 0]
 
@@ -172,7 +172,7 @@ def kv_sharing_explorer(num_heads: int = 32, head_dim: int = 128, num_layers: in
 
 def positional_explorer(d_models=(16, 32, 64, 128), bases=(100.0, 1000.0, 10000.0),
                         positions=(32, 64, 128)) -> Explorer:
-    """Chapter 9: d_model, base and number of positions over the sinusoidal encoding
+    """Chapter 10: d_model, base and number of positions over the sinusoidal encoding
     heatmap and the similarity PE(p) . PE(p') against the distance ``|p - p'|``."""
 
     def compute(d_model, base, positions):
@@ -191,7 +191,7 @@ def positional_explorer(d_models=(16, 32, 64, 128), bases=(100.0, 1000.0, 10000.
 
 
 def tile_states(seq_len: int, block: int, done: int) -> tuple[np.ndarray, int]:
-    """Chapter 10's picture of one query block: ``(state (L, L), tracked row)`` with the
+    """Chapter 11's picture of one query block: ``(state (L, L), tracked row)`` with the
     codes of :data:`attention_core.viz.TILE_STATES`; the tracked query block is the
     middle one and ``done`` of its key blocks have been read."""
     tracked = (seq_len // block // 2) * block  # first row of a query block in the middle
@@ -203,7 +203,7 @@ def tile_states(seq_len: int, block: int, done: int) -> tuple[np.ndarray, int]:
 
 
 def tiling_explorer(seq_lens=(8, 16, 32), blocks=(2, 4, 8), seed: int = 0) -> Explorer:
-    """Chapter 10: sequence length, block size and how many key blocks the tracked
+    """Chapter 11: sequence length, block size and how many key blocks the tracked
     query block has processed, over the grid of tiles and the running max and sum of
     the tracked row (the online softmax)."""
     g = torch.Generator().manual_seed(seed)
@@ -237,12 +237,12 @@ SPARSE_PATTERNS = {
     "strided (causal)": lambda L, size: strided_mask(L, size),
     "fixed (causal)": lambda L, size: fixed_mask(L, size),
 }
-"""The base patterns of chapter 7 by name, each ``(L, size) -> mask`` with size the window or stride."""
+"""The base patterns of chapter 8 by name, each ``(L, size) -> mask`` with size the window or stride."""
 
 
 def sparse_mask_explorer(lengths=(32, 64), sizes=(2, 4, 8), num_globals=(0, 2),
                          num_randoms=(0, 2), seed: int = 0) -> Explorer:
-    """Chapter 7: a base pattern (window or Sparse Transformer) united with global
+    """Chapter 8: a base pattern (window or Sparse Transformer) united with global
     tokens and random keys; the mask with the fraction it keeps, and how many layers
     the last token needs before it depends on each position."""
 
@@ -303,7 +303,7 @@ class AlignmentExplorer(Explorer):
 
 
 def alignment_explorer(models: Mapping[str, Any], sentences: Sequence[str]) -> AlignmentExplorer:
-    """Chapter 6: pick a source sentence and a trained attention model (name ->
+    """Chapter 7: pick a source sentence and a trained attention model (name ->
     :class:`~attention_core.seq2seq.Seq2Seq`); see its alignment, output words by
     source words, and whether its translation is right. In a live kernel a text box
     takes new sentences."""
