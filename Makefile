@@ -41,6 +41,7 @@ $(MATHJAX_NODE): $(STAMP)
 # jupyter-cache re-executes a page when its cells change, not when the package (or the
 # benchmark results the performance page draws) does:
 # a change to attention_core clears the cache so every number on the site is current.
+# _ext/execute_chapters.py fills the cache two notebooks at a time (two cores) first.
 book: setup
 ifeq ($(SOLUTIONS),hide)
 	@# Student edition: same pages, solutions left out, executed outputs shared with the full build.
@@ -54,6 +55,7 @@ else
 	@hash=$$(find attention_core -name '*.py' -o -name '*.js' | sort | xargs cat benchmarks/results.json 2>/dev/null | sha256sum | cut -c1-16); \
 	if [ "$$(cat _build/.package_hash 2>/dev/null)" != "$$hash" ]; then \
 	  echo "attention_core changed: re-executing every chapter"; rm -rf _build/.jupyter_cache; fi; \
+	$(PY) _ext/execute_chapters.py && \
 	$(VENV)/bin/jupyter-book build $(BOOK_FLAGS) . && echo $$hash > _build/.package_hash
 endif
 

@@ -309,6 +309,8 @@ def scaling_panel(fig, d_ks: Sequence[int], mean_entropy: dict, num_keys: int, b
     ax_ent.set_ylim(0, math.log(num_keys) * 1.08)
     marker, = ax_ent.plot([], [], "o", ms=10, mfc="none", mec="red", mew=2)
     ax_ent.set_xscale("log", base=2)
+    ax_ent.set_xticks(list(d_ks), [str(d) for d in d_ks])  # 64, not 2^6 (and no slow mathtext)
+    ax_ent.minorticks_off()
     ax_ent.set_xlabel("d_k")
     ax_ent.set_ylabel("mean row entropy (nats)")
     ax_ent.set_title(f"dotted: ln {num_keys} (uniform)")

@@ -67,7 +67,7 @@ def scaling_explorer(d_ks=(1, 4, 16, 64, 256, 1024), num_keys: int = 16) -> Expl
     return Explorer(
         partial(viz.scaling_panel, d_ks=d_ks, mean_entropy=mean_entropy, num_keys=num_keys),
         compute, {"d_k": d_ks, "scaling": ["on", "off"]}, initial={"d_k": 64},
-        labels={"scaling": "divide by √d_k"}, figsize=(7.2, 3.1), narrow_figsize=(3.5, 7.6),
+        labels={"d_k": "key width d_k", "scaling": "divide by √d_k"}, figsize=(7.2, 3.1), narrow_figsize=(3.5, 7.6),
         alt="Histogram of dot-product scores, one softmax row, and the mean row entropy "
             "against d_k, with and without the 1/sqrt(d_k) scaling.")
 
