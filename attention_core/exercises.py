@@ -402,3 +402,83 @@ def check_general_attention(student: Callable) -> Feedback:
                 "softmax over the batch axis: normalise over the source positions": variant(dim=0),
                 "no softmax: the weights must be positive and sum to 1": variant(normalise=False)}
     return _check(student, reference, cases, mistakes, "general_attention")
+
+
+# --- a pretrained model ----------------------------------------------------------------------
+
+def _row_stochastic(*shape, seed=0):
+    return torch.softmax(_rand(*shape, seed=seed) * 2, dim=-1)
+
+
+def check_attention_rollout(student: Callable) -> Feedback:
+    """``student(attentions)`` must return the attention rollout (Abnar and Zuidema, 2020)
+    of ``attentions (num_layers, H, T, T)``: per layer ``A = 0.5 * mean_over_heads(W) + 0.5 * I``,
+    rows renormalised, then ``R = A_last ... A_2 A_1``, shape ``(T, T)``."""
+    from . import interpret
+
+    cases = [Case("one layer, two heads", (_row_stochastic(1, 2, 3, 3, seed=11),)),
+             Case("three layers, four heads", (_row_stochastic(3, 4, 5, 5, seed=12),)),
+             Case("six layers, twelve heads", (_row_stochastic(6, 12, 4, 4, seed=13),))]
+    eye = lambda a: torch.eye(a.size(-1), dtype=a.dtype)  # noqa: E731
+
+    def fold(a, later_on_left=True):
+        out = a[0]
+        for layer in a[1:]:
+            out = layer @ out if later_on_left else out @ layer
+        return out
+
+    mistakes = {
+        "no residual: add the identity, A = 0.5 W + 0.5 I, for the skip connection":
+            lambda a: fold(a.mean(1)),
+        "layers multiplied in the wrong order: a later layer acts on the left, R = A_2 A_1":
+            lambda a: fold(0.5 * a.mean(1) + 0.5 * eye(a), later_on_left=False),
+        "heads summed instead of averaged: average the heads, so each row still sums to one":
+            lambda a: fold(torch.stack([(x + eye(a)) / (x + eye(a)).sum(-1, keepdim=True)
+                                        for x in a.sum(1)])),
+        "rolled out each head, then averaged: average the heads first, then multiply":
+            lambda a: fold(0.5 * a + 0.5 * eye(a)).mean(0),
+    }
+    return _check(student, interpret.attention_rollout, cases, mistakes, "attention_rollout")
+
+
+# --- the delta rule (chapter 12) -----------------------------------------------------
+
+def _delta_loop(correct: bool = True, sign: float = -1.0, read_before_write: bool = False):
+    """The delta rule token by token, or one of the typical mistakes."""
+    def fn(q, k, v, beta):
+        S = torch.zeros(v.size(-1), k.size(-1), dtype=q.dtype)  # (Ev, E)
+        out = []
+        for t in range(q.size(0)):
+            before = S @ q[t]
+            error = (S @ k[t] - v[t]) if correct else -v[t]
+            S = S + sign * beta[t] * torch.outer(error, k[t])
+            out.append(before if read_before_write else S @ q[t])
+        return torch.stack(out)
+    return fn
+
+
+def check_delta_rule(student: Callable) -> Feedback:
+    """``student(q, k, v, beta)`` for ``q, k (T, E)``, ``v (T, Ev)`` and ``beta (T,)`` must
+    return the delta rule's outputs ``(T, Ev)``: from ``S_0 = 0``,
+    ``S_t = S_{t-1} - beta_t (S_{t-1} k_t - v_t) k_t^T`` and ``o_t = S_t q_t`` (chapter 12)."""
+    from .delta import delta_rule_attention
+
+    def reference(q, k, v, beta):
+        return delta_rule_attention(q[None, None], k[None, None], v[None, None], beta[None, None])[0][0, 0]
+
+    unit = torch.nn.functional.normalize
+    cases = [Case("2 tokens, one key written twice",
+                  (torch.tensor([[1.0, 0.0], [1.0, 0.0]], dtype=torch.float64),
+                   torch.tensor([[1.0, 0.0], [1.0, 0.0]], dtype=torch.float64),
+                   torch.tensor([[2.0], [5.0]], dtype=torch.float64),
+                   torch.tensor([1.0, 1.0], dtype=torch.float64))),
+             Case("8 tokens, E=4, Ev=3", (_rand(8, 4, seed=1), unit(_rand(8, 4, seed=2), dim=-1),
+                                          _rand(8, 3, seed=3), torch.rand(8, dtype=torch.float64,
+                                          generator=torch.Generator().manual_seed(4))))]
+    mistakes = {"no correction: S + beta v k^T only adds, like linear attention; subtract what "
+                "the memory already holds for k_t, S k_t, first": _delta_loop(correct=False),
+                "the sign of the correction: S - beta (S k - v) k^T moves S k towards v":
+                    _delta_loop(sign=1.0),
+                "read before write: o_t = S_t q_t uses the state after token t's update":
+                    _delta_loop(read_before_write=True)}
+    return _check(student, reference, cases, mistakes, "delta_rule")

@@ -134,3 +134,40 @@ def copy_back_batch(batch_size: int, seq_len: int, vocab_size: int, offset: int 
 def token_accuracy(model: TinyTransformer, x: torch.Tensor, y: torch.Tensor) -> float:
     """Fraction of target tokens ``y (B, T, num_outputs)`` the model predicts."""
     return (model(x)[0].argmax(-1) == y).float().mean().item()
+
+
+def seen_recently_batch(batch_size: int, seq_len: int, vocab_size: int, lookback: int = 4,
+                        generator: torch.Generator | None = None):
+    """Chapter 12's sink task: ``x (B, T)`` starts with a beginning-of-sequence token 0,
+    then random tokens ``1 .. vocab_size - 1``; the target ``y (B, T, 1)`` is 1 where
+    ``x[t]`` also occurs among the ``lookback`` tokens before it, else 0.
+
+    A query with no match has nothing to attend to; a trained model parks that
+    attention on the first token, an *attention sink* (Xiao et al. 2023)."""
+    x = torch.randint(1, vocab_size, (batch_size, seq_len), generator=generator)  # (B, T)
+    x[:, 0] = 0
+    y = torch.zeros_like(x)
+    for back in range(1, lookback + 1):
+        y[:, back:] |= (x[:, back:] == x[:, :-back]).long()
+    return x, y.unsqueeze(-1)  # (B, T), (B, T, 1)
+
+
+def recall_with_updates(batch_size: int, num_keys: int, num_writes: int, dim: int, seed: int = 0):
+    """Chapter 12's associative recall: ``num_writes`` (key, value) writes over
+    ``num_keys`` unit keys of ``dim`` numbers, so keys are written again with new values.
+
+    Every key is written once first, in random order, then keys are drawn at random.
+    Returns ``keys (B, num_keys, D)``, the written ``k``, ``v (B, num_writes, D)``
+    (unit vectors) and ``latest (B, num_keys)``, the write whose value each key holds last.
+    """
+    g = torch.Generator().manual_seed(seed)
+    keys = torch.nn.functional.normalize(torch.randn(batch_size, num_keys, dim, generator=g), dim=-1)
+    first = torch.rand(batch_size, num_keys, generator=g).argsort(-1)  # (B, num_keys): a permutation
+    later = torch.randint(0, num_keys, (batch_size, max(num_writes - num_keys, 0)), generator=g)
+    which = torch.cat((first, later), dim=1)[:, :num_writes]  # (B, num_writes): key of each write
+    k = torch.gather(keys, 1, which.unsqueeze(-1).expand(-1, -1, dim))  # (B, num_writes, D)
+    v = torch.nn.functional.normalize(torch.randn(batch_size, num_writes, dim, generator=g), dim=-1)
+    step = torch.arange(num_writes).expand(batch_size, -1)  # (B, num_writes)
+    latest = torch.zeros(batch_size, num_keys, dtype=torch.long).scatter_reduce(
+        1, which, step, reduce="amax")  # (B, num_keys): the last write of each key
+    return keys, k, v, latest

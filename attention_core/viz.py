@@ -14,6 +14,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
+from .static_figure import StaticFigure, figure, install_website_figures  # noqa: F401 (viz.figure)
+
 CMAP = "viridis"
 
 
@@ -24,6 +26,8 @@ def color(x: float):
 
 MASK_CMAP = plt.matplotlib.colors.ListedColormap(["#f2f2f2", color(0.25)])
 """Two colours for masks (pale grey where masked, dark where a query may attend)."""
+
+install_website_figures()  # on the website, every figure's text and panels are measured
 
 
 def _to_numpy(x) -> np.ndarray:
@@ -66,16 +70,23 @@ def set_token_ticks(ax, query_labels: Sequence[str], key_labels: Sequence[str]) 
 
 
 def head_grid(weights, tokens: Sequence[str] | None = None, ncols: int = 4,
-              title: str | None = None, head_names: Sequence[str] | None = None):
-    """One heatmap per head for ``weights (H, L, S)``; returns ``(fig, images)``."""
+              title: str | None = None, head_names: Sequence[str] | None = None,
+              fig=None, layout: str = "wide"):
+    """One heatmap per head for ``weights (H, L, S)``; returns ``(fig, images)``.
+
+    Draws onto ``fig`` if given (a :func:`figure`'s draw), else on a new pyplot figure;
+    ``layout="narrow"`` stacks the heads in one column (a phone)."""
     w = _to_numpy(weights)
     if w.ndim != 3:
         raise ValueError(f"weights must be 3-D (H, L, S), got shape {w.shape}")
     H = w.shape[0]
-    ncols = min(ncols, H)
+    ncols = 1 if check_layout(layout) else min(ncols, H)
     nrows = math.ceil(H / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(2.6 * ncols, 2.5 * nrows), squeeze=False,
-                             constrained_layout=True)
+    if fig is None:
+        fig, axes = plt.subplots(nrows, ncols, figsize=(2.6 * ncols, 2.5 * nrows), squeeze=False,
+                                 constrained_layout=True)
+    else:
+        axes = fig.subplots(nrows, ncols, squeeze=False)
     images = []
     for h, ax in enumerate(axes.flat):
         if h >= H:
@@ -563,5 +574,148 @@ def alignment_panel(fig, max_source: int, layout: str = "wide"):
         ax.set_xlabel("source word")
         ax.set_ylabel("output word")
         ax.set_title(title)
+
+    return update
+
+
+# --- Chapter 13: a pretrained model's layers and heads --------------------------------------
+
+def layer_head_map(values, ax=None, title: str | None = None, label: str = "",
+                   vmin: float | None = None, vmax: float | None = None, cmap=CMAP,
+                   fmt: str | None = None, cell_text=None, colorbar: bool = True):
+    """One cell per head of a model: ``values (num_layers, H)``, layers as rows (1 at the
+    top), heads as columns, numbered from 1 as in papers. ``fmt`` (e.g. ``"{:.1f}"``)
+    writes each value in its cell, or ``cell_text`` (``num_layers`` lists of H strings)
+    writes those. Returns the ``AxesImage``."""
+    v = _to_numpy(values)
+    if v.ndim != 2:
+        raise ValueError(f"values must be 2-D (num_layers, H), got shape {v.shape}")
+    num_layers, H = v.shape
+    ax = ax or plt.subplots(figsize=(5.2, 2.9), constrained_layout=True)[1]
+    image = ax.imshow(v, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto")
+    ax.set_xticks(range(H), [str(h + 1) for h in range(H)])
+    ax.set_yticks(range(num_layers), [str(n + 1) for n in range(num_layers)])
+    ax.set_xlabel("head")
+    ax.set_ylabel("layer")
+    if fmt or cell_text:
+        lo, hi = image.get_clim()
+        for n in range(num_layers):
+            for h in range(H):
+                dark = (v[n, h] - lo) < 0.6 * (hi - lo)
+                text = cell_text[n][h] if cell_text else fmt.format(v[n, h])
+                ax.text(h, n, text, ha="center", va="center", fontsize=8,
+                        color="white" if dark else "black")
+    if title:
+        ax.set_title(title)
+    if colorbar:
+        ax.figure.colorbar(image, ax=ax, fraction=0.04, pad=0.02, label=label)
+    return image
+
+
+def all_heads_grid(attentions, title: str | None = None):
+    """Every head of every layer as a thumbnail: ``attentions (num_layers, H, T, T)``,
+    one column per layer and one row per head (a tall figure that stays legible on a
+    phone). The shape of a thumbnail tells the head's kind: a vertical stripe is a
+    head parking its weight on one token, a line just below the diagonal a
+    previous-token head. Returns the figure."""
+    w = _to_numpy(attentions)
+    if w.ndim != 4:
+        raise ValueError(f"attentions must be 4-D (num_layers, H, T, T), got shape {w.shape}")
+    num_layers, H = w.shape[:2]
+    width, height = 0.62 * num_layers + 0.7, 0.62 * H + 0.9
+    fig, axes = plt.subplots(H, num_layers, figsize=(width, height), squeeze=False)
+    # fixed margins (inches) instead of a layout engine: quick with 72 axes
+    fig.subplots_adjust(left=0.55 / width, right=1 - 0.1 / width, bottom=0.1 / height,
+                        top=1 - 0.75 / height, wspace=0.08, hspace=0.08)
+    for h in range(H):
+        for n in range(num_layers):
+            ax = axes[h, n]
+            ax.imshow(w[n, h], cmap=CMAP, vmin=0, vmax=1, interpolation="nearest")
+            ax.set_xticks([])
+            ax.set_yticks([])
+            if h == 0:
+                ax.set_title(f"L{n + 1}", fontsize=10)
+            if n == 0:
+                ax.set_ylabel(f"H{h + 1}", rotation=0, ha="right", va="center", fontsize=10)
+    if title:
+        fig.suptitle(title, fontsize=10, y=1 - 0.08 / height, va="top")
+    return fig
+
+
+def pretrained_layer_panel(fig, num_heads: int, max_tokens: int, layout: str = "wide"):
+    """Chapter 13: every head of one layer at once. Left (wide) or top (narrow): one row
+    per head, the mean weight each key receives from the sentence's queries; right or
+    bottom: the layer's weights averaged over its heads, queries by keys.
+
+    Returns ``update(received (H, T), weights (T, T), tokens, title)``. Token labels are
+    redrawn only when the tokens change (drawing ticks is the slow part of a frame).
+    """
+    narrow = check_layout(layout)
+    ax_heads, ax_map = _pair(fig, layout, [1, 1.15] if narrow else [1, 1])
+    heads = ax_heads.imshow(np.zeros((num_heads, max_tokens)), cmap=CMAP, vmin=0, vmax=1,
+                            aspect="auto")
+    ax_heads.set_ylabel("head")
+    ax_heads.set_title("each head: mean weight a key receives")
+    image = heatmap(np.zeros((max_tokens, max_tokens)), ax=ax_map, colorbar=False)
+    fig.colorbar(heads, ax=[ax_heads, ax_map], fraction=0.04, pad=0.02, label="weight")
+    shown = {"tokens": None}
+
+    def update(received, weights, tokens: Sequence[str], title: str):
+        T = len(tokens)
+        heads.set_data(_to_numpy(received))
+        heads.set_extent((-0.5, T - 0.5, num_heads - 0.5, -0.5))
+        image.set_data(_to_numpy(weights))
+        image.set_extent((-0.5, T - 0.5, T - 0.5, -0.5))
+        if list(tokens) != shown["tokens"]:
+            shown["tokens"] = list(tokens)
+            ax_heads.set_xticks(range(T), tokens, rotation=45, ha="right")
+            ax_heads.set_yticks(range(num_heads), [str(h + 1) if h % 2 == 0 or not narrow else ""
+                                                   for h in range(num_heads)])
+            set_token_ticks(ax_map, tokens, tokens)
+        ax_map.set_xlabel("key (attended to)")
+        ax_map.set_ylabel("query")
+        ax_map.set_title(title)
+
+    return update
+
+
+def kv_memory_panel(fig, contexts: Sequence[int], curves, layout: str = "wide"):
+    """Chapter 12: KV cache size against context length, one line per variant
+    (``curves``: name -> GiB at each of ``contexts``), beside (wide) or over (narrow)
+    bars of every variant at one context, in the lines' colours (the legend). Returns
+    ``update(variant, context)``, which picks out one variant and one context."""
+    names = list(curves)
+    ax_lines, ax_bars = _pair(fig, layout, [1.25, 1] if layout == "wide" else [1, 0.9])
+    lines = {}
+    for i, name in enumerate(names):
+        lines[name], = ax_lines.plot(contexts, curves[name], "--" if "sinks" in name else "-", lw=1.2,
+                                     color=color(0.85 * i / max(len(names) - 1, 1)), label=name)
+    ax_lines.set_xscale("log", base=2)
+    ax_lines.set_yscale("log", base=2)
+    ax_lines.set_xlabel("context length (tokens)")
+    ax_lines.set_ylabel("KV cache (GiB, 16-bit)")
+    marker = ax_lines.axvline(contexts[0], color="0.5", ls=":", lw=1)
+    point, = ax_lines.plot([], [], "o", ms=9, mfc="none", mec="red", mew=2)
+    bars = ax_bars.barh(range(len(names)), [0.0] * len(names),  # the bars are the lines' legend
+                        color=[line.get_color() for line in lines.values()], lw=2.5)
+    ax_bars.set_yticks(range(len(names)), names)
+    ax_bars.invert_yaxis()
+    ax_bars.set_xlabel("KV cache (GiB)")
+    labels = [ax_bars.text(0, i, "", va="center", fontsize="small") for i in range(len(names))]
+
+    def update(variant: str, context: int):
+        at = list(contexts).index(context)
+        marker.set_xdata([context, context])
+        for i, name in enumerate(names):
+            lines[name].set_linewidth(3.0 if name == variant else 1.2)
+            size = curves[name][at]
+            bars[i].set_width(size)
+            bars[i].set_edgecolor("red" if name == variant else "none")
+            labels[i].set_position((size, i))
+            labels[i].set_text(f" {size:.2f}")
+        point.set_data([context], [curves[variant][at]])
+        ax_bars.set_xlim(0, 1.35 * max(c[at] for c in curves.values()))
+        ax_lines.set_title(f"{variant}: {curves[variant][at]:.2f} GiB at {context:,} tokens")
+        ax_bars.set_title(f"every variant at {context:,} tokens")
 
     return update

@@ -3,7 +3,9 @@ pages load without console errors or outside requests, math is typeset, images l
 and explorer controls change the figure.
 
 Every built page is also read at a desktop width (1280 px) and a phone width (390 px):
-explorer frames keep their text at 9 CSS px or more, no progress-bar text, no text output
+explorer frames and multi-panel figures keep their text at 9 CSS px or more (a figure of
+panels side by side shows its narrow, stacked rendering on the phone; a one-panel figure
+drawn once keeps 7 px there), no progress-bar text, no text output
 or display equation wider than its box without a way to scroll it, every slider's
 ``aria-valuetext`` equals its readout (also after it moves), and each page has a meta
 description and a plain-text title. Screenshots of every page at both widths land in
@@ -35,6 +37,7 @@ BUILT = sorted({str(p.relative_to(SITE).with_suffix("")) for p in SITE.rglob("*.
     if SITE.is_dir() else PAGES + ["index"]
 WIDTHS = {"desktop": 1280, "phone": 390}
 MIN_TEXT_PX = 9
+SINGLE_PHONE_MIN_TEXT_PX = 7  # a one-panel figure with no narrow rendering, on a phone
 
 
 class QuietHandler(http.server.SimpleHTTPRequestHandler):
@@ -159,6 +162,29 @@ const done = arguments[arguments.length - 1];
             shown: img.naturalWidth ? min * img.clientWidth / img.naturalWidth : null,
             natural: img.naturalWidth, client: img.clientWidth};
   });
+  // (a') static figures (attention_core.static_figure): the rendering the browser picked,
+  // its smallest text in CSS px as shown, and how many panels it puts side by side
+  const figs = [...document.querySelectorAll('.ac-figure img')];
+  for (const img of figs) {
+    img.loading = 'eager';
+    img.scrollIntoView({block: 'center'});
+    if (!img.complete) await new Promise(r => { img.onload = img.onerror = r; setTimeout(r, 10000); });
+  }
+  out.figures = figs.map(img => {
+    const source = img.closest('picture') && img.closest('picture').querySelector('source');
+    const narrowUrl = source ? new URL(source.getAttribute('srcset'), document.baseURI).href : null;
+    const shownEl = source && img.currentSrc === narrowUrl ? source : img;
+    const min = parseFloat(shownEl.getAttribute('data-min-text-px'));
+    return {src: (img.currentSrc || '').slice(-40), layout: shownEl.getAttribute('data-layout'),
+            hasNarrow: !!source, min: isNaN(min) ? null : min,
+            panels: parseInt(img.getAttribute('data-panels-across') || '0'),
+            shown: img.naturalWidth && !isNaN(min) ? min * img.clientWidth / img.naturalWidth : null,
+            natural: img.naturalWidth, client: img.clientWidth};
+  });
+  // images in cell outputs that neither a figure nor an explorer measured
+  out.unmeasured = [...main.querySelectorAll('div.cell_output img')]
+    .filter(img => !img.closest('.ac-figure, .ac-explorer'))
+    .map(img => (img.getAttribute('src') || '').slice(-50));
   // (c) text outputs and display equations wider than their box without a scroller
   const scrolls = el => {
     for (let e = el; e && !e.matches('section, article, main, body'); e = e.parentElement) {
@@ -243,6 +269,29 @@ def test_explorer_text_is_legible(server, reader, name):
         assert frame["min"] is not None, f"{name}: explorer image without data-min-text-px: {frame}"
         assert frame["shown"] is not None and frame["shown"] >= MIN_TEXT_PX, (
             f"{name} at {reader[0]} px: explorer text {frame['shown']} CSS px < {MIN_TEXT_PX}: {frame}")
+
+
+@pytest.mark.parametrize("name", BUILT)
+def test_static_figures_are_legible(server, reader, name):
+    """Figures: text at least MIN_TEXT_PX as shown; a figure of panels side by side has a
+    narrow (stacked) rendering, which a phone shows; a figure drawn once (one panel)
+    may go down to SINGLE_PHONE_MIN_TEXT_PX on a phone; every image in a cell output was
+    measured (drawn by attention_core.viz.figure, a pyplot figure on the website, or an
+    explorer)."""
+    width, _ = reader
+    page = measure(server, reader, name)
+    assert not page["unmeasured"], f"{name}: images whose text was not measured: {page['unmeasured'][:3]}"
+    for figure in page["figures"]:
+        assert figure["min"] is not None and figure["shown"] is not None, f"{name}: {figure}"
+        if figure["panels"] >= 2:
+            assert figure["hasNarrow"], (f"{name}: a figure of {figure['panels']} panels side by side "
+                                         f"without a narrow rendering (use attention_core.viz.figure): {figure}")
+        phone = width < 600
+        if phone and figure["hasNarrow"]:
+            assert figure["layout"] == "narrow", f"{name} at {width} px: the phone got the wide rendering: {figure}"
+        floor = SINGLE_PHONE_MIN_TEXT_PX if phone and not figure["hasNarrow"] else MIN_TEXT_PX
+        assert figure["shown"] >= floor, (
+            f"{name} at {width} px: figure text {figure['shown']:.1f} CSS px < {floor}: {figure}")
 
 
 @pytest.mark.parametrize("name", BUILT)

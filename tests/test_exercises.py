@@ -78,6 +78,20 @@ def causal_linear(phi=lambda x: torch.nn.functional.elu(x) + 1, normalise=True, 
     return fn
 
 
+def delta_rule(correct=True, sign=-1.0, read_before_write=False):
+    """The delta rule with one (E,) key at a time, written independently of the package."""
+    def fn(q, k, v, beta):
+        S = torch.zeros(v.size(-1), k.size(-1), dtype=q.dtype)
+        out = []
+        for t in range(q.size(0)):
+            old = S @ q[t]
+            remembered = S @ k[t] if correct else torch.zeros_like(v[t])
+            S = S + sign * beta[t] * (remembered - v[t]).unsqueeze(1) * k[t].unsqueeze(0)
+            out.append(old if read_before_write else S @ q[t])
+        return torch.stack(out)
+    return fn
+
+
 def general_attention(transpose=False, mask=True, dim=-1, softmax=True):
     """Luong's general score with a loop over sentences, written independently."""
     def fn(s, h, W, m):
@@ -91,6 +105,21 @@ def general_attention(transpose=False, mask=True, dim=-1, softmax=True):
         weights = torch.softmax(scores, dim) if softmax else torch.where(m, scores, 0.0)
         return torch.einsum("bs,bsk->bk", weights, h)
     return fn
+
+def rollout(residual=True, order="right", heads="mean"):
+    def fn(a):
+        eye = torch.eye(a.size(-1), dtype=a.dtype)
+        if heads == "per head":
+            layers = [0.5 * x + 0.5 * eye for x in a]  # (H, T, T) each
+        else:
+            w = a.sum(1) if heads == "sum" else a.mean(1)
+            layers = [(x + eye) / (x + eye).sum(-1, keepdim=True) if residual else x for x in w]
+        out = layers[0]
+        for layer in layers[1:]:
+            out = layer @ out if order == "right" else out @ layer
+        return out.mean(0) if heads == "per head" else out
+    return fn
+
 
 CHECKS = [
     (ex.check_softmax, correct_softmax, [
@@ -153,6 +182,17 @@ CHECKS = [
         (causal_linear(include_self=False), "stop before token i"),
         (causal_linear(phi=torch.nn.functional.elu), "without the + 1"),
         (causal_linear(phi=torch.relu), "relu"),
+    ]),
+    (ex.check_delta_rule, delta_rule(), [
+        (delta_rule(correct=False), "no correction"),
+        (delta_rule(sign=1.0), "the sign of the correction"),
+        (delta_rule(read_before_write=True), "read before write"),
+    ]),
+    (ex.check_attention_rollout, rollout(), [
+        (rollout(residual=False), "no residual"),
+        (rollout(order="wrong"), "wrong order"),
+        (rollout(heads="sum"), "heads summed"),
+        (rollout(heads="per head"), "then averaged"),
     ]),
 
 ]

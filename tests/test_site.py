@@ -43,6 +43,37 @@ def test_chapter_page_has_figures_and_no_errors(site, chapter):
     assert "Explorer(" not in text, "an explorer fell back to its text view"
 
 
+COLUMN_PX = {"wide": 730, "narrow": 358}  # content column on a 1280 px desktop, a 390 px phone
+FIGURE_FLOOR_PX = 9
+SINGLE_PHONE_FLOOR_PX = 7  # a one-panel figure drawn once, on a phone
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_figures_are_legible_on_a_desktop_and_a_phone(site, chapter):
+    """Every image in a cell output carries the size of its smallest text (drawn by
+    attention_core.viz.figure, a pyplot figure on the website, or an explorer); a figure
+    of panels side by side has a narrow rendering for phones; at the size each rendering
+    is shown, text is at least 9 CSS px (7 on a phone for a one-panel figure drawn once)."""
+    soup = BeautifulSoup((site / "chapters" / f"{chapter}.html").read_text(), "html.parser")
+    main = soup.select_one("main") or soup
+    unmeasured = [str(img)[:100] for img in main.select("div.cell_output img")
+                  if not img.find_parent(class_=["ac-figure", "ac-explorer"])]
+    assert not unmeasured, f"{chapter}: images whose text was not measured: {unmeasured[:3]}"
+    for box in main.select(".ac-figure"):
+        img, source = box.select_one("img"), box.select_one("source")
+        assert img.get("alt"), f"{chapter}: figure without alt text"
+        panels = int(img["data-panels-across"])
+        assert panels < 2 or source is not None, (
+            f"{chapter}: a figure of {panels} panels side by side has no narrow rendering: {img['alt']}")
+        renderings = {"wide": img, "narrow": source} if source is not None else {"wide": img}
+        for column, shown_by in (("wide", "wide"), ("narrow", "narrow" if source is not None else "wide")):
+            tag = renderings[shown_by]
+            shown = float(tag["data-min-text-px"]) * min(1.0, COLUMN_PX[column] / int(tag["width"]))
+            floor = SINGLE_PHONE_FLOOR_PX if column == "narrow" and source is None else FIGURE_FLOOR_PX
+            assert shown >= floor, (f"{chapter}: figure text {shown:.1f} CSS px < {floor} in a "
+                                    f"{COLUMN_PX[column]} px column ({shown_by} rendering): {img['alt']}")
+
+
 @pytest.mark.parametrize("chapter", CHAPTERS)
 def test_no_progress_bar_text_in_a_page(site, chapter):
     text = (site / "chapters" / f"{chapter}.html").read_text()

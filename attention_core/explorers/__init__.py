@@ -10,7 +10,8 @@
 """
 
 from .chapters import (SPARSE_PATTERNS, AlignmentExplorer, alignment_explorer, basics_explorer,
-                       heads_explorer, kv_sharing_explorer, masking_explorer, positional_explorer,
+                       heads_explorer, kv_memory_explorer, kv_sharing_explorer, masking_explorer, positional_explorer,
+                       pretrained_explorer,
                        scaling_explorer, self_attention_explorer, sparse_mask_explorer,
                        tiling_explorer)
 from .engine import Explorer
@@ -22,9 +23,11 @@ __all__ = [
     "alignment_explorer",
     "basics_explorer",
     "heads_explorer",
+    "kv_memory_explorer",
     "kv_sharing_explorer",
     "masking_explorer",
     "positional_explorer",
+    "pretrained_explorer",
     "scaling_explorer",
     "self_attention_explorer",
     "sparse_mask_explorer",

@@ -17,6 +17,7 @@ from .. import viz
 from ..flash import online_softmax
 from ..functional import scaled_dot_product_attention
 from ..kv_cache import kv_cache_bytes
+from ..kv_memory import kv_memory_bytes, variants
 from ..masks import causal_mask, padding_mask, sliding_window_mask
 from ..multihead import MultiHeadAttention
 from ..positional import sinusoidal_encoding
@@ -168,6 +169,24 @@ def kv_sharing_explorer(num_heads: int = 32, head_dim: int = 128, num_layers: in
         figsize=(7.2, 3.0), narrow_figsize=(3.5, 5.2),
         alt="Diagram of which query heads share each key/value head, and the KV cache size "
             "against context length.")
+
+
+def kv_memory_explorer(contexts=(1024, 8192, 65536, 262144), **shape) -> Explorer:
+    """Chapter 12: the KV cache of every variant of :func:`~attention_core.kv_memory.variants`
+    (a model of the given ``shape``, 16-bit, batch 1) against context length; pick a
+    variant and a context."""
+    layouts = variants(**shape)
+    curves = {name: [kv_memory_bytes(layout, n) / 2**30 for n in contexts]
+              for name, layout in layouts.items()}
+    return Explorer(
+        partial(viz.kv_memory_panel, contexts=list(contexts), curves=curves),
+        lambda variant, context: {"variant": variant, "context": context},
+        {"variant": list(layouts), "context": list(contexts)},
+        initial={"variant": "MLA", "context": 65536 if 65536 in contexts else contexts[-1]},
+        labels={"variant": "variant", "context": "context (tokens)"},
+        figsize=(7.2, 3.4), narrow_figsize=(3.5, 6.2),
+        alt="KV cache size in GiB against context length for MHA, GQA, MQA, MLA, sliding "
+            "window, sinks and cross-layer sharing, and a bar per variant at one context.")
 
 
 def positional_explorer(d_models=(16, 32, 64, 128), bases=(100.0, 1000.0, 10000.0),
@@ -326,3 +345,37 @@ def alignment_explorer(models: Mapping[str, Any], sentences: Sequence[str]) -> A
         labels={"sentence": "source sentence"},
         alt="Alignment heatmap of a trained encoder-decoder: the weight of each source word "
             "when producing each output word.")
+
+
+def pretrained_explorer(model, tokenizer, sentences: Sequence[str]) -> Explorer:
+    """Chapter 13: a sentence and a layer of a pretrained encoder
+    (:func:`attention_core.pretrained.load_minilm`) over all the layer's heads (the mean
+    weight each key receives, one row per head) and the layer's weights averaged over
+    heads. The model runs once per sentence, here; a frame only picks a layer.
+
+    Every head of every layer is in some frame, with sentences x layers frames in all
+    (the website stores each one, so a head control, 12 times as many, would not fit)."""
+    runs = {}
+    for sentence in sentences:
+        input_ids, _ = tokenizer.encode(sentence)
+        with torch.no_grad():
+            _, attentions = model(input_ids)  # num_layers x (1, H, T, T)
+        runs[sentence] = (torch.stack(attentions)[:, 0], tokenizer.tokens(sentence))  # (num_layers, H, T, T)
+    num_layers, num_heads = next(iter(runs.values()))[0].shape[:2]
+
+    def compute(sentence, layer):
+        weights, tokens = runs[sentence]
+        w = weights[layer - 1]  # (H, T, T)
+        mean = w.mean(0)  # (T, T): the layer, averaged over heads
+        top = int(mean.mean(0).argmax())
+        return {"received": w.mean(1), "weights": mean, "tokens": tokens,
+                "title": f"layer {layer}, mean of {num_heads} heads:\n"
+                         f"{mean.mean(0)[top]:.0%} of a row goes to {tokens[top]}"}
+
+    return Explorer(
+        partial(viz.pretrained_layer_panel, num_heads=num_heads,
+                max_tokens=max(len(r[1]) for r in runs.values())), compute,
+        {"sentence": list(sentences), "layer": list(range(1, num_layers + 1))},
+        figsize=(7.2, 3.7), narrow_figsize=(3.5, 7.4),
+        alt="For one layer of a pretrained BERT encoder: the mean weight each token receives "
+            "in each of the 12 heads, and the layer's attention weights averaged over heads.")

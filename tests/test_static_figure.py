@@ -1,0 +1,129 @@
+"""Static figures for a desktop and a phone (attention_core.static_figure), without a
+book build: a figure drawn side by side and stacked, text legible at the size each
+rendering is shown, the right view in a live kernel and on the website, pyplot figures
+measured on the website, and frames written as files by the site's extension."""
+
+import base64
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from attention_core import static_figure, viz
+from attention_core.website import WEBSITE_BUILD_ENV
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "_ext"))
+import explorer_frames  # noqa: E402
+
+COLUMN_PX = {"wide": 730, "narrow": 358}  # content column on a 1280 px desktop, a 390 px phone
+FLOOR_PX = 9
+
+
+def two_panels(fig, layout):
+    ax1, ax2 = fig.subplots(1, 2) if layout == "wide" else fig.subplots(2, 1)
+    for ax in (ax1, ax2):
+        ax.plot(np.arange(8), np.arange(8) ** 2, "o-", label="squares")
+        ax.set(xlabel="x", ylabel="x squared", title="a panel")
+        ax.legend()
+
+
+@pytest.fixture(scope="module")
+def figure():
+    return viz.figure(two_panels, figsize=(7.2, 3), narrow_figsize=(3.5, 5.5), alt="Two panels of squares.")
+
+
+def test_wide_side_by_side_narrow_stacked_and_legible(figure):
+    wide, narrow = figure.render("wide"), figure.render("narrow")
+    assert (wide["width"], wide["height"]) == (720, 300)
+    assert (narrow["width"], narrow["height"]) == (525, 825)
+    assert wide["panels_across"] == 2 and narrow["panels_across"] == 1
+    for name, rendering in (("wide", wide), ("narrow", narrow)):
+        shown = rendering["min_text_px"] * min(1.0, COLUMN_PX[name] / rendering["width"])
+        assert shown >= FLOOR_PX, f"{name}: {shown:.1f} CSS px"
+    # the wide figure alone on a phone would be illegible: the reason for the narrow one
+    assert wide["min_text_px"] * COLUMN_PX["narrow"] / wide["width"] < 7
+
+
+def test_a_draw_without_layout_draws_both_sizes():
+    fig = viz.figure(lambda fig: fig.subplots().plot([0, 1]), figsize=(5, 3))
+    assert fig.figsizes["narrow"] == (3.5, 6)
+    assert fig.render("narrow")["width"] == 525 and fig.render("wide")["width"] == 500
+
+
+def test_live_kernel_gets_a_plain_png(monkeypatch, figure):
+    monkeypatch.delenv(WEBSITE_BUILD_ENV, raising=False)
+    bundle = figure._repr_mimebundle_()
+    assert set(bundle) == {"image/png", "text/plain"}
+    assert bundle["image/png"].startswith(b"\x89PNG")
+
+
+def test_website_gets_a_picture_with_both_renderings(monkeypatch, figure):
+    monkeypatch.setenv(WEBSITE_BUILD_ENV, "1")
+    bundle = figure._repr_mimebundle_()
+    assert "image/png" not in bundle
+    page = bundle["text/html"]
+    assert page.startswith('<div class="ac-figure"><picture>')
+    source = re.search(r"<source [^>]*>", page).group(0)
+    img = re.search(r"<img [^>]*>", page).group(0)
+    assert f'media="{static_figure.NARROW_MEDIA}"' in source and 'data-layout="narrow"' in source
+    assert 'width="525"' in source and 'data-panels-across="1"' in source
+    assert 'width="720"' in img and 'height="300"' in img and 'data-panels-across="2"' in img
+    assert 'alt="Two panels of squares."' in img and 'loading="lazy"' in img
+    assert float(re.search(r'data-min-text-px="([\d.]+)"', img).group(1)) >= FLOOR_PX
+
+
+def test_the_site_extension_writes_figure_renderings_as_files(tmp_path, figure):
+    page = figure.to_html()
+    uris = re.findall(r"data:image/png;base64,[A-Za-z0-9+/=]+", page)
+    assert len(uris) == 2
+    out = explorer_frames.externalise(page, str(tmp_path), "chapters")
+    assert "data:image" not in out
+    files = sorted((tmp_path / "_static" / "explorer-frames").iterdir())
+    assert {f.read_bytes() for f in files} == {base64.b64decode(u.split(",", 1)[1]) for u in uris}
+    assert re.search(r'srcset="\.\./_static/explorer-frames/[0-9a-f]{16}\.png"', out)
+    assert re.search(r'<img src="\.\./_static/explorer-frames/[0-9a-f]{16}\.png"', out)
+
+
+def test_pyplot_figures_are_measured_on_the_website():
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(9, 3))
+    for ax in axes:
+        ax.imshow(np.eye(4))
+        ax.set_title("identity", fontsize=6)
+    fig.colorbar(axes[0].images[0], ax=axes[-1])  # a colorbar is not a panel
+    page = static_figure.plain_figure_html(fig)
+    plt.close(fig)
+    img = re.search(r"<img [^>]*>", page).group(0)
+    assert "<source" not in page, "drawn once: one rendering"
+    assert 'data-panels-across="3"' in img
+    assert float(re.search(r'data-min-text-px="([\d.]+)"', img).group(1)) == pytest.approx(6 * 100 / 72, abs=0.01)
+    assert 'alt="Figure: identity."' in img
+
+
+def test_panels_across_counts_rows_not_grid_cells():
+    from matplotlib.figure import Figure
+
+    for shape, across in (((2, 2), 2), ((4, 1), 1), ((1, 3), 3), ((3, 3), 3)):
+        fig = Figure(layout="constrained")
+        fig.subplots(*shape)
+        assert static_figure.panels_across(fig) == across, shape
+
+
+def test_outside_a_website_kernel_nothing_is_installed(monkeypatch):
+    monkeypatch.setenv(WEBSITE_BUILD_ENV, "1")
+    assert static_figure.install_website_figures() is False  # no IPython kernel here
+    monkeypatch.delenv(WEBSITE_BUILD_ENV)
+    assert static_figure.install_website_figures() is False
+
+
+def test_bad_arguments_are_named():
+    with pytest.raises(TypeError, match="draw must be callable"):
+        viz.figure("not a function")
+    with pytest.raises(ValueError, match="figsize must be"):
+        viz.figure(two_panels, figsize=(7.2, 0))
+    with pytest.raises(ValueError, match="layout must be one of"):
+        viz.figure(two_panels).layout("tall")
