@@ -603,7 +603,7 @@ def layer_head_map(values, ax=None, title: str | None = None, label: str = "",
             for h in range(H):
                 dark = (v[n, h] - lo) < 0.6 * (hi - lo)
                 text = cell_text[n][h] if cell_text else fmt.format(v[n, h])
-                ax.text(h, n, text, ha="center", va="center", fontsize=8,
+                ax.text(h, n, text, ha="center", va="center", fontsize=8.5,
                         color="white" if dark else "black")
     if title:
         ax.set_title(title)
@@ -612,19 +612,22 @@ def layer_head_map(values, ax=None, title: str | None = None, label: str = "",
     return image
 
 
-def all_heads_grid(attentions, title: str | None = None):
+def all_heads_grid(attentions, title: str | None = None, fig=None):
     """Every head of every layer as a thumbnail: ``attentions (num_layers, H, T, T)``,
     one column per layer and one row per head (a tall figure that stays legible on a
     phone). The shape of a thumbnail tells the head's kind: a vertical stripe is a
     head parking its weight on one token, a line just below the diagonal a
-    previous-token head. Returns the figure."""
+    previous-token head. Draws onto ``fig`` (e.g. in :func:`figure`'s ``draw``) or a
+    new figure; returns the figure."""
     w = _to_numpy(attentions)
     if w.ndim != 4:
         raise ValueError(f"attentions must be 4-D (num_layers, H, T, T), got shape {w.shape}")
     num_layers, H = w.shape[:2]
-    width, height = 0.62 * num_layers + 0.7, 0.62 * H + 0.9
-    fig, axes = plt.subplots(H, num_layers, figsize=(width, height), squeeze=False)
-    # fixed margins (inches) instead of a layout engine: quick with 72 axes
+    if fig is None:
+        fig = plt.figure(figsize=(0.62 * num_layers + 0.7, 0.62 * H + 0.9))
+    fig.set_layout_engine("none")  # fixed margins instead of a layout engine: quick with 72 axes
+    width, height = fig.get_size_inches()
+    axes = fig.subplots(H, num_layers, squeeze=False)
     fig.subplots_adjust(left=0.55 / width, right=1 - 0.1 / width, bottom=0.1 / height,
                         top=1 - 0.75 / height, wspace=0.08, hspace=0.08)
     for h in range(H):

@@ -191,3 +191,10 @@ def test_head_scores_ignore_padding():
     torch.testing.assert_close(scores["first"], torch.zeros(1, 1))
     with pytest.raises(ValueError, match="attention_mask"):
         interpret.head_scores([last], torch.ones(1, 3))
+
+
+def test_rollout_and_head_scores_follow_the_device():
+    w = torch.empty(3, 2, 4, 5, 5, device="meta")  # (layers, B, H, T, T)
+    assert interpret.attention_rollout(w).device.type == "meta"
+    scores = interpret.head_scores(w, torch.ones(2, 5, dtype=torch.long, device="meta"))
+    assert all(v.shape == (3, 4) and v.device.type == "meta" for v in scores.values())
