@@ -55,7 +55,7 @@ class LatentKVCache:
 
     @property
     def nbytes_per_token(self) -> int:
-        """Bytes one token costs, per sequence: ``(kv_latent_dim + rope_dim) * element size``."""
+        """Bytes one token costs in one sequence, ``(kv_latent_dim + rope_dim)`` times the element size."""
         return self.buffer.size(-1) * self.buffer.element_size()
 
     def nbytes(self) -> int:

@@ -98,6 +98,7 @@ class BertLayer(nn.Module):
 
     def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None = None
                 ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``x (B, T, D)`` -> ``(output (B, T, D), weights (B, H, T, T))``."""
         attended, weights = self.attention(x, attn_mask=attn_mask)  # (B, T, D), (B, H, T, T)
         x = self.norm1(x + attended)  # post-norm: normalise after the residual sum
         x = self.norm2(x + self.ff(x))
@@ -137,6 +138,8 @@ class BertEncoder(nn.Module):
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None
                 ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """``input_ids (B, T)`` (and ``attention_mask (B, T)``, 1 for a real token) ->
+        ``(last_hidden_state (B, T, D), attentions)``, one ``(B, H, T, T)`` per layer."""
         if not isinstance(input_ids, torch.Tensor):
             raise TypeError(f"input_ids must be a tensor of token ids, got {type(input_ids).__name__}")
         if input_ids.dim() != 2 or input_ids.size(1) == 0 or input_ids.size(1) > self.max_positions:
@@ -161,7 +164,7 @@ class BertEncoder(nn.Module):
 class MiniLMTokenizer:
     """The model's WordPiece tokenizer (``tokenizers.Tokenizer``) with the two calls the
     book needs: :meth:`encode` a batch of sentences, padded, and :meth:`tokens` of one
-    sentence, for labels. The raw ``tokenizers.Tokenizer`` is :attr:`tokenizer`."""
+    sentence, for labels. The raw ``tokenizers.Tokenizer`` is its ``tokenizer`` attribute."""
 
     def __init__(self, tokenizer):
         self.tokenizer = tokenizer

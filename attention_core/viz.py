@@ -74,7 +74,7 @@ def head_grid(weights, tokens: Sequence[str] | None = None, ncols: int = 4,
               fig=None, layout: str = "wide"):
     """One heatmap per head for ``weights (H, L, S)``; returns ``(fig, images)``.
 
-    Draws onto ``fig`` if given (a :func:`figure`'s draw), else on a new pyplot figure;
+    Draws onto ``fig`` if given (the draw function of a ``viz.figure``), else on a new pyplot figure;
     ``layout="narrow"`` stacks the heads in one column (a phone)."""
     w = _to_numpy(weights)
     if w.ndim != 3:
