@@ -13,8 +13,17 @@ def show_source(obj):
     return Code(inspect.getsource(obj), language="python")
 
 
+class PlainText(str):
+    """A string whose ``repr`` is the string itself: glued, it reads ``Luong (dot)``,
+    not ``'Luong (dot)'`` (``{glue:text}`` shows a value's ``repr``)."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
 def glue(name: str, value, display: bool = False) -> None:
-    """Give ``value`` to the page's prose as ``{glue:text}`name``` (myst-nb's glue).
+    """Give ``value`` to the page's prose as ``{glue:text}`name``` (myst-nb's glue); a
+    string is shown as written, without quotes.
 
     The website's build has myst-nb; a reader's kernel (Colab, Binder) may not, and there
     nothing happens, so the same cell runs everywhere. Returns nothing, so a cell that
@@ -24,4 +33,4 @@ def glue(name: str, value, display: bool = False) -> None:
         from myst_nb import glue as myst_glue
     except ImportError:
         return
-    myst_glue(name, value, display=display)
+    myst_glue(name, PlainText(value) if isinstance(value, str) else value, display=display)

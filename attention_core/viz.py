@@ -184,18 +184,24 @@ _FLOWS = {
 }
 
 
-def decoder_flow(kind: str, ax=None, title: str | None = None):
+def decoder_flow(kind: str, ax=None, title: str | None = None, layout: str = "wide"):
     """Draw one decoder step of Bahdanau (``kind="bahdanau"``) or Luong
     (``"luong"``) attention as boxes and arrows: where the context comes from and
-    where it goes. Returns the ``Axes``."""
+    where it goes. Time runs left to right (``layout="wide"``) or top to bottom
+    (``"narrow"``, for a phone). Returns the ``Axes``."""
     if kind not in _FLOWS:
         raise ValueError(f"kind must be one of {sorted(_FLOWS)}, got {kind!r}")
     nodes, edges = _FLOWS[kind]
+    if check_layout(layout):  # transpose: a step's inputs on top, the encoder states to the left
+        nodes = {name: (1.5 * y, -x, label.replace("encoder states\n", "encoder\nstates\n")
+                        .replace(" = \\tanh", " =$\n$\\tanh"))
+                 for name, (x, y, label) in nodes.items()}
     ax = ax or plt.subplots(figsize=(7, 3))[1]
     boxes = {}
     for name, (x, y, label) in nodes.items():
         shade = 0.75 if name in ("attn", "c") else 0.45 if name in ("rnn", "tilde") else None
-        boxes[name] = ax.text(x, y, label, ha="center", va="center", fontsize=9,
+        boxes[name] = ax.text(x, y, label, ha="center", va="center",
+                              fontsize=None if check_layout(layout) else 9,
                               bbox=dict(boxstyle="round,pad=0.4", lw=1, ec="0.3",
                                         fc=(*color(shade)[:3], 0.35) if shade else "white"))
     for a, b in edges:  # arrows from box edge to box edge
@@ -204,11 +210,16 @@ def decoder_flow(kind: str, ax=None, title: str | None = None):
                                     patchA=boxes[a].get_bbox_patch(),
                                     patchB=boxes[b].get_bbox_patch()))
     xs = [x for x, _, _ in nodes.values()]
-    ax.set_xlim(min(xs) - 0.6, max(xs) + 0.9)
-    ax.set_ylim(-1.2, 2.5)
+    ys = [y for _, y, _ in nodes.values()]
+    if check_layout(layout):
+        ax.set_xlim(min(xs) - 0.9, max(xs) + 0.9)
+        ax.set_ylim(min(ys) - 0.6, max(ys) + 0.6)
+    else:
+        ax.set_xlim(min(xs) - 0.6, max(xs) + 0.9)
+        ax.set_ylim(-1.2, 2.5)
     ax.axis("off")
     if title:
-        ax.set_title(title, fontsize=10)
+        ax.set_title(title, fontsize=None if check_layout(layout) else 10)
     return ax
 
 
