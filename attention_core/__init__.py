@@ -4,6 +4,7 @@ Every chapter imports from here; ``attention_core.viz`` draws and
 ``attention_core.explorers`` wires controls to both.
 """
 
+from .block import TransformerBlock
 from .delta import delta_rule_attention
 from .functional import eager_attention, scaled_dot_product_attention, softmax
 from .kernels import ATTENTION_FUNCTIONS
@@ -29,6 +30,7 @@ __all__ = [
     "MultiHeadLatentAttention",
     "PagedKVCache",
     "RollingKVCache",
+    "TransformerBlock",
     "alibi_bias",
     "alibi_slopes",
     "apply_rotary",

@@ -1,6 +1,6 @@
 """Small transformers built from the package's attention, for the chapters to train.
 
-:class:`Block` is one pre-norm transformer block; :class:`TinyTransformer` stacks them
+:class:`TinyTransformer` stacks pre-norm blocks (:class:`~attention_core.block.TransformerBlock`)
 over token embeddings and picks how token order enters from :data:`POSITIONAL`. The
 maths modules never import this one: models use attention, not the other way round.
 
@@ -16,36 +16,8 @@ from typing import Callable
 import torch
 from torch import nn
 
-from .multihead import MultiHeadAttention
+from .block import TransformerBlock
 from .positional import alibi_bias, sinusoidal_encoding
-
-
-class Block(nn.Module):
-    """A pre-norm transformer block, as in GPT-2 (Radford et al., 2019):
-    ``x + attn(norm1(x))``, then ``+ mlp(norm2(x))``. Normalising before each sublayer
-    leaves the residual path an identity, which keeps small models easy to train.
-
-    The MLP is ``Linear(D, ff_dim) -> GELU -> Linear(ff_dim, D)``, ``ff_dim`` 4D by
-    default. ``num_kv_heads`` and ``rope`` go to :class:`~attention_core.multihead.MultiHeadAttention`.
-    """
-
-    def __init__(self, embed_dim: int, num_heads: int, num_kv_heads: int | None = None,
-                 ff_dim: int | None = None, rope: bool = False):
-        super().__init__()
-        ff_dim = 4 * embed_dim if ff_dim is None else ff_dim
-        self.norm1 = nn.LayerNorm(embed_dim)
-        self.attn = MultiHeadAttention(embed_dim, num_heads, num_kv_heads, rope=rope)
-        self.norm2 = nn.LayerNorm(embed_dim)
-        self.mlp = nn.Sequential(nn.Linear(embed_dim, ff_dim), nn.GELU(), nn.Linear(ff_dim, embed_dim))
-
-    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None = None,
-                is_causal: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-        """``x (B, T, D)`` -> ``(output (B, T, D), weights (B, H, T, T))``; ``attn_mask``
-        and ``is_causal`` as in :func:`~attention_core.functional.scaled_dot_product_attention`."""
-        attended, weights = self.attn(self.norm1(x), attn_mask=attn_mask, is_causal=is_causal)
-        x = x + attended  # (B, T, D)
-        x = x + self.mlp(self.norm2(x))  # (B, T, D)
-        return x, weights
 
 
 # --- how token order enters ------------------------------------------------------
@@ -109,7 +81,8 @@ POSITIONAL: dict[str, Positional] = {
 
 
 class TinyTransformer(nn.Module):
-    """Pre-norm transformer blocks (:class:`Block`) reading a token sequence and
+    """Pre-norm transformer blocks (:class:`~attention_core.block.TransformerBlock`, GELU MLP
+    of width 4D) reading a token sequence and
     predicting ``num_outputs`` tokens at each position. Every attention layer returns
     its weights, so chapters can draw them.
 
@@ -130,7 +103,8 @@ class TinyTransformer(nn.Module):
         self.positional, self.is_causal, self.max_len = positional, is_causal, max_len
         self.token = nn.Embedding(vocab_size, embed_dim)
         self.position = None if scheme.add_to_input is None else scheme.add_to_input(max_len, embed_dim)
-        self.blocks = nn.ModuleList(Block(embed_dim, num_heads, num_kv_heads, rope=scheme.rotary)
+        self.blocks = nn.ModuleList(TransformerBlock(embed_dim, num_heads, 4 * embed_dim,
+                                                     num_kv_heads=num_kv_heads, rope=scheme.rotary)
                                     for _ in range(num_layers))
         self.norm = nn.LayerNorm(embed_dim)
         self.head = nn.Linear(embed_dim, num_outputs * vocab_size)

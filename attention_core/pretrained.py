@@ -28,7 +28,7 @@ import torch
 from torch import nn
 
 from ._checks import check_tensor
-from .multihead import MultiHeadAttention
+from .block import TransformerBlock
 
 MODEL_FILES = ("config.json", "model.safetensors", "tokenizer.json")
 """The files :func:`load_minilm` reads from a model directory."""
@@ -79,35 +79,12 @@ SENTENCES = (
 imperative), written for chapter 13 to measure what the heads do on average."""
 
 
-class BertLayer(nn.Module):
-    """One post-norm BERT layer: self-attention, add and norm; feed-forward, add and norm.
-
-    ``forward(x (B, T, D), attn_mask=None) -> (x (B, T, D), weights (B, H, T, T))``;
-    ``attn_mask`` is boolean, True = may attend, broadcasting to ``(B, H, T, T)``.
-    """
-
-    def __init__(self, embed_dim: int, num_heads: int, ff_dim: int, eps: float = 1e-12,
-                 device=None, dtype=None):
-        super().__init__()
-        where = {"device": device, "dtype": dtype}
-        self.attention = MultiHeadAttention(embed_dim, num_heads, **where)
-        self.norm1 = nn.LayerNorm(embed_dim, eps=eps, **where)
-        self.ff = nn.Sequential(nn.Linear(embed_dim, ff_dim, **where), nn.GELU(),  # erf GELU
-                                nn.Linear(ff_dim, embed_dim, **where))
-        self.norm2 = nn.LayerNorm(embed_dim, eps=eps, **where)
-
-    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None = None
-                ) -> tuple[torch.Tensor, torch.Tensor]:
-        """``x (B, T, D)`` -> ``(output (B, T, D), weights (B, H, T, T))``."""
-        attended, weights = self.attention(x, attn_mask=attn_mask)  # (B, T, D), (B, H, T, T)
-        x = self.norm1(x + attended)  # post-norm: normalise after the residual sum
-        x = self.norm2(x + self.ff(x))
-        return x, weights
-
-
 class BertEncoder(nn.Module):
     """A BERT encoder: token + position (+ segment) embeddings, then ``num_layers``
-    :class:`BertLayer`.
+    Transformer blocks.
+
+    Each layer is a post-norm :class:`~attention_core.block.TransformerBlock` with an
+    exact (erf) GELU and LayerNorm eps 1e-12, as BERT's.
 
     ``forward(input_ids (B, T), attention_mask=None)`` returns ``(last_hidden_state
     (B, T, D), attentions)``, ``attentions`` a list of ``num_layers`` tensors
@@ -124,7 +101,8 @@ class BertEncoder(nn.Module):
         self.position_embeddings = nn.Embedding(max_positions, embed_dim, **where)
         self.token_type_embeddings = nn.Embedding(type_vocab_size, embed_dim, **where)
         self.embedding_norm = nn.LayerNorm(embed_dim, eps=eps, **where)
-        self.layers = nn.ModuleList(BertLayer(embed_dim, num_heads, ff_dim, eps, **where)
+        self.layers = nn.ModuleList(TransformerBlock(embed_dim, num_heads, ff_dim, norm_first=False,
+                                                     activation="gelu", layer_norm_eps=eps, **where)
                                     for _ in range(num_layers))
         self.num_heads, self.max_positions = num_heads, max_positions
 
@@ -286,10 +264,10 @@ def bert_state_dict(weights: dict[str, torch.Tensor], num_layers: int) -> dict[s
              "embeddings.token_type_embeddings.weight": "token_type_embeddings.weight",
              "embeddings.LayerNorm.weight": "embedding_norm.weight",
              "embeddings.LayerNorm.bias": "embedding_norm.bias"}
-    per_layer = {"attention.self.query": "attention.q_proj", "attention.self.key": "attention.k_proj",
-                 "attention.self.value": "attention.v_proj", "attention.output.dense": "attention.out_proj",
-                 "attention.output.LayerNorm": "norm1", "intermediate.dense": "ff.0",
-                 "output.dense": "ff.2", "output.LayerNorm": "norm2"}
+    per_layer = {"attention.self.query": "attn.q_proj", "attention.self.key": "attn.k_proj",
+                 "attention.self.value": "attn.v_proj", "attention.output.dense": "attn.out_proj",
+                 "attention.output.LayerNorm": "norm1", "intermediate.dense": "mlp.0",
+                 "output.dense": "mlp.3", "output.LayerNorm": "norm2"}
     for n in range(num_layers):
         for theirs, ours in per_layer.items():
             for p in ("weight", "bias"):

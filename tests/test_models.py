@@ -7,7 +7,8 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from attention_core.models import POSITIONAL, Block, TinyTransformer
+from attention_core.block import TransformerBlock
+from attention_core.models import POSITIONAL, TinyTransformer
 from attention_core.multihead import MultiHeadAttention
 from attention_core.training import train_model
 
@@ -15,7 +16,7 @@ from attention_core.training import train_model
 def test_block_equals_a_hand_composed_pre_norm_block():
     """x + attn(LN1(x)), then + mlp(LN2(x)), written out with the block's own layers."""
     torch.manual_seed(0)
-    block = Block(16, 4, ff_dim=24).eval()
+    block = TransformerBlock(16, 4, ff_dim=24).eval()
     for norm in (block.norm1, block.norm2):  # non-trivial affine parameters
         torch.nn.init.normal_(norm.weight)
         torch.nn.init.normal_(norm.bias)
@@ -27,16 +28,17 @@ def test_block_equals_a_hand_composed_pre_norm_block():
         x1 = x + attended
         h2 = torch.nn.functional.layer_norm(x1, (16,), block.norm2.weight, block.norm2.bias)
         up = h2 @ block.mlp[0].weight.T + block.mlp[0].bias  # (B, T, ff_dim)
-        expected = x1 + torch.nn.functional.gelu(up) @ block.mlp[2].weight.T + block.mlp[2].bias
+        expected = x1 + torch.nn.functional.gelu(up) @ block.mlp[3].weight.T + block.mlp[3].bias
     assert out.shape == (3, 7, 16) and weights.shape == (3, 4, 7, 7)
     assert_close(out, expected)
     assert_close(weights, expected_weights)
-    assert block.mlp[0].out_features == 24 and Block(16, 4).mlp[0].out_features == 64
+    assert block.mlp[0].out_features == 24
+    assert TinyTransformer(10, 8, embed_dim=16).blocks[0].mlp[0].out_features == 64  # 4D
 
 
 def test_block_is_causal_takes_no_information_from_the_future():
     torch.manual_seed(1)
-    block = Block(16, 2, num_kv_heads=1).eval()
+    block = TransformerBlock(16, 2, 64, num_kv_heads=1).eval()
     x = torch.randn(2, 9, 16)
     y = x.clone()
     y[:, 5:] = torch.randn(2, 4, 16)  # change tokens 5..8
@@ -52,7 +54,7 @@ def test_block_is_causal_takes_no_information_from_the_future():
 
 def test_block_passes_attn_mask_to_attention():
     torch.manual_seed(2)
-    block = Block(8, 2).eval()
+    block = TransformerBlock(8, 2, 32).eval()
     x = torch.randn(1, 5, 8)
     keep = torch.tensor([True, True, True, False, False])  # keys 3 and 4 are padding
     with torch.no_grad():
@@ -120,6 +122,6 @@ def test_maths_modules_import_no_models_training_or_tasks():
 
 
 def test_block_parameters_are_those_of_its_parts():
-    block = Block(16, 4, num_kv_heads=2)
+    block = TransformerBlock(16, 4, 64, num_kv_heads=2)
     assert isinstance(block.attn, MultiHeadAttention) and block.attn.num_kv_heads == 2
-    assert [n for n, _ in block.named_children()] == ["norm1", "attn", "norm2", "mlp"]
+    assert [n for n, _ in block.named_children()] == ["norm1", "attn", "norm2", "mlp", "dropout"]

@@ -1,0 +1,115 @@
+"""The Transformer block: attention and a position-wise feed-forward network, each
+adding to a residual stream, with LayerNorm before (pre-norm) or after (post-norm).
+
+Shape legend: B batch, T sequence length, D model width (``embed_dim``), H heads,
+F the feed-forward width (``ff_dim``).
+
+Post-norm is the original Transformer's (Vaswani et al., 2017), ``x = norm(x +
+sublayer(x))``; pre-norm, ``x = x + sublayer(norm(x))`` (Xiong et al., 2020; GPT-2),
+leaves the residual path an identity from input to output. PyTorch's
+``nn.TransformerEncoderLayer`` is the same block: :meth:`TransformerBlock.from_torch`
+copies one.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from ._checks import check_positive_int
+from .multihead import MultiHeadAttention
+
+ACTIVATIONS = {"gelu": nn.GELU, "relu": nn.ReLU}
+"""The feed-forward network's nonlinearity, by name."""
+
+
+class TransformerBlock(nn.Module):
+    """One Transformer block over a residual stream ``x (B, T, D)``.
+
+    Pre-norm (``norm_first=True``)::
+
+        x = x + dropout(attn(norm1(x)))
+        x = x + dropout(mlp(norm2(x)))
+
+    post-norm (``norm_first=False``)::
+
+        x = norm1(x + dropout(attn(x)))
+        x = norm2(x + dropout(mlp(x)))
+
+    ``mlp`` is ``Linear(D, ff_dim) -> activation -> Dropout -> Linear(ff_dim, D)``,
+    applied to every position alone; ``dropout`` also drops attention weights, as in
+    ``nn.TransformerEncoderLayer``. ``num_kv_heads`` (GQA/MQA) and ``rope`` go to
+    :class:`~attention_core.multihead.MultiHeadAttention`; ``layer_norm_eps`` to both
+    LayerNorms (BERT uses 1e-12).
+    """
+
+    def __init__(self, embed_dim: int, num_heads: int, ff_dim: int, dropout: float = 0.0,
+                 norm_first: bool = True, activation: str = "gelu", num_kv_heads: int | None = None,
+                 *, rope: bool = False, layer_norm_eps: float = 1e-5, bias: bool = True,
+                 device=None, dtype=None):
+        super().__init__()
+        check_positive_int("ff_dim", ff_dim)
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
+        if isinstance(dropout, bool) or not (isinstance(dropout, (int, float)) and 0.0 <= dropout < 1.0):
+            raise ValueError(f"dropout must lie in [0, 1), got {dropout!r}")
+        if not isinstance(norm_first, bool):
+            raise TypeError(f"norm_first must be a bool, got {type(norm_first).__name__} {norm_first!r}")
+        where = {"device": device, "dtype": dtype}
+        self.norm_first, self.activation = norm_first, activation
+        self.norm1 = nn.LayerNorm(embed_dim, eps=layer_norm_eps, bias=bias, **where)
+        self.attn = MultiHeadAttention(embed_dim, num_heads, num_kv_heads, bias=bias, dropout=dropout,
+                                       rope=rope, **where)
+        self.norm2 = nn.LayerNorm(embed_dim, eps=layer_norm_eps, bias=bias, **where)
+        self.mlp = nn.Sequential(nn.Linear(embed_dim, ff_dim, bias=bias, **where), ACTIVATIONS[activation](),
+                                 nn.Dropout(dropout), nn.Linear(ff_dim, embed_dim, bias=bias, **where))
+        self.dropout = nn.Dropout(dropout)  # on each sublayer's output, before it joins the stream
+
+    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None = None,
+                is_causal: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        """``x (B, T, D)`` -> ``(output (B, T, D), weights (B, H, T, T))``; ``attn_mask``
+        (True = may attend, or a float bias) and ``is_causal`` as in
+        :func:`~attention_core.functional.scaled_dot_product_attention`."""
+        if self.norm_first:
+            attended, weights = self.attn(self.norm1(x), attn_mask=attn_mask, is_causal=is_causal)
+            x = x + self.dropout(attended)  # (B, T, D): attention adds to the stream
+            x = x + self.dropout(self.mlp(self.norm2(x)))  # (B, T, D): so does the MLP
+        else:
+            attended, weights = self.attn(x, attn_mask=attn_mask, is_causal=is_causal)
+            x = self.norm1(x + self.dropout(attended))  # (B, T, D): normalise the sum
+            x = self.norm2(x + self.dropout(self.mlp(x)))
+        return x, weights
+
+    @classmethod
+    def from_torch(cls, layer: nn.TransformerEncoderLayer) -> "TransformerBlock":
+        """A copy of PyTorch's ``nn.TransformerEncoderLayer`` (``batch_first=True``,
+        either ``norm_first``, ReLU or GELU): same weights, so the same outputs, on the
+        layer's device and in its dtype. PyTorch's boolean masks are True where a key is
+        *hidden*; pass ``~mask`` (or a padding mask of the book's kind) to this block."""
+        if not isinstance(layer, nn.TransformerEncoderLayer):
+            raise TypeError(f"layer must be an nn.TransformerEncoderLayer, got {type(layer).__name__}")
+        if not layer.self_attn.batch_first:
+            raise ValueError("layer must be built with batch_first=True (the book's (B, T, D) layout)")
+        activation = _activation_name(layer.activation)
+        weight = layer.linear1.weight
+        ours = cls(layer.self_attn.embed_dim, layer.self_attn.num_heads, layer.linear1.out_features,
+                   dropout=layer.dropout.p, norm_first=layer.norm_first, activation=activation,
+                   layer_norm_eps=layer.norm1.eps, bias=layer.linear1.bias is not None,
+                   device=weight.device, dtype=weight.dtype)
+        ours.attn = MultiHeadAttention.from_torch(layer.self_attn)
+        with torch.no_grad():
+            for mine, theirs in ((ours.norm1, layer.norm1), (ours.norm2, layer.norm2),
+                                 (ours.mlp[0], layer.linear1), (ours.mlp[3], layer.linear2)):
+                mine.load_state_dict(theirs.state_dict())
+        return ours.train(layer.training)
+
+
+def _activation_name(activation) -> str:
+    """``"relu"`` or ``"gelu"`` for PyTorch's activation (a function or a module)."""
+    for name, module in ACTIVATIONS.items():
+        function = getattr(F, name)
+        if activation is function or (isinstance(activation, module) and
+                                      getattr(activation, "approximate", "none") == "none"):
+            return name
+    raise ValueError(f"the layer's activation must be relu or gelu (exact), got {activation!r}")

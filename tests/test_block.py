@@ -1,0 +1,137 @@
+"""attention_core.TransformerBlock against PyTorch's nn.TransformerEncoderLayer."""
+
+import pytest
+import torch
+from torch import nn
+from torch.testing import assert_close
+
+from attention_core import TransformerBlock, padding_mask
+
+D, H, F, B, T = 16, 4, 40, 3, 7
+
+
+def torch_layer(norm_first: bool, activation: str, seed: int = 0, **kwargs) -> nn.TransformerEncoderLayer:
+    torch.manual_seed(seed)
+    layer = nn.TransformerEncoderLayer(D, H, F, dropout=0.0, activation=activation, batch_first=True,
+                                       norm_first=norm_first, **kwargs).eval()
+    with torch.no_grad():  # LayerNorms away from their identity start, so misplacing one shows
+        for norm in (layer.norm1, layer.norm2):
+            norm.weight.normal_()
+            norm.bias.normal_()
+    return layer
+
+
+def run_torch(layer, x, **kwargs):
+    # requires_grad keeps PyTorch on its reference path (its fused fast path zeroes padded rows)
+    return layer(x.requires_grad_(), **kwargs).detach()
+
+
+@pytest.mark.parametrize("norm_first", [True, False])
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
+def test_equals_pytorch_layer(norm_first, activation):
+    layer = torch_layer(norm_first, activation)
+    ours = TransformerBlock.from_torch(layer)
+    x = torch.randn(B, T, D)
+    out, weights = ours(x)
+    assert_close(out, run_torch(layer, x.clone()), rtol=1e-5, atol=1e-5)
+    assert weights.shape == (B, H, T, T)
+    assert ours.norm_first is norm_first and ours.activation == activation
+
+
+@pytest.mark.parametrize("norm_first", [True, False])
+def test_causal_mask_equals_pytorch(norm_first):
+    layer = torch_layer(norm_first, "gelu", seed=1)
+    ours = TransformerBlock.from_torch(layer)
+    x = torch.randn(B, T, D)
+    hidden = nn.Transformer.generate_square_subsequent_mask(T)  # PyTorch: -inf above the diagonal
+    expected = run_torch(layer, x.clone(), src_mask=hidden, is_causal=True)
+    out, weights = ours(x, is_causal=True)
+    assert_close(out, expected, rtol=1e-5, atol=1e-5)
+    assert (weights.triu(1) == 0).all()
+
+
+@pytest.mark.parametrize("norm_first", [True, False])
+def test_padding_mask_equals_pytorch_at_real_tokens(norm_first):
+    layer = torch_layer(norm_first, "relu", seed=2)
+    ours = TransformerBlock.from_torch(layer)
+    x = torch.randn(B, T, D)
+    lengths = [7, 4, 2]
+    keep = padding_mask(lengths, T)  # (B, 1, T): True at real keys (the book's convention)
+    expected = run_torch(layer, x.clone(), src_key_padding_mask=~keep[:, 0])  # PyTorch: True = hidden
+    out, weights = ours(x, attn_mask=keep.unsqueeze(1))  # (B, 1, 1, T) over heads and queries
+    for b, n in enumerate(lengths):
+        assert_close(out[b, :n], expected[b, :n], rtol=1e-5, atol=1e-5)
+        assert (weights[b, :, :, n:] == 0).all()
+
+
+def test_boolean_attn_mask_is_the_inverse_of_pytorchs():
+    layer = torch_layer(True, "gelu", seed=3)
+    ours = TransformerBlock.from_torch(layer)
+    x = torch.randn(B, T, D)
+    hidden = torch.rand(T, T, generator=torch.Generator().manual_seed(0)) < 0.3
+    hidden.fill_diagonal_(False)  # every query keeps itself
+    assert_close(ours(x, attn_mask=~hidden)[0], run_torch(layer, x.clone(), src_mask=hidden),
+                 rtol=1e-5, atol=1e-5)
+
+
+def test_pre_norm_keeps_an_identity_path_post_norm_does_not():
+    """Pre-norm: output = x + (terms that vanish with the sublayers' output weights).
+    Post-norm: the output is a LayerNorm's, whatever the input's scale."""
+    torch.manual_seed(4)
+    x = 10 * torch.randn(B, T, D)
+    for norm_first in (True, False):
+        block = TransformerBlock(D, H, F, norm_first=norm_first).eval()
+        with torch.no_grad():
+            block.attn.out_proj.weight.zero_(), block.attn.out_proj.bias.zero_()
+            block.mlp[3].weight.zero_(), block.mlp[3].bias.zero_()
+            out, _ = block(x)
+        if norm_first:
+            assert torch.equal(out, x)
+        else:
+            assert_close(out.mean(-1), torch.zeros(B, T), atol=1e-5, rtol=0)
+            assert_close(out.var(-1, unbiased=False), torch.ones(B, T), atol=1e-3, rtol=0)
+
+
+def test_dropout_only_in_training():
+    torch.manual_seed(5)
+    block = TransformerBlock(D, H, F, dropout=0.5)
+    x = torch.randn(B, T, D)
+    assert not torch.equal(block(x)[0], block(x)[0])  # training: two different draws
+    block.eval()
+    assert torch.equal(block(x)[0], block(x)[0])
+
+
+def test_from_torch_keeps_dtype_and_training_mode():
+    layer = nn.TransformerEncoderLayer(D, H, F, batch_first=True, dtype=torch.float64)
+    ours = TransformerBlock.from_torch(layer)
+    assert ours.mlp[0].weight.dtype == torch.float64 and ours.training
+    assert ours.mlp[2].p == layer.dropout.p and ours.dropout.p == layer.dropout1.p
+
+
+def test_on_meta_device_everything_stays_there():
+    block = TransformerBlock(D, H, F, device="meta")
+    out, weights = block(torch.empty(B, T, D, device="meta"), is_causal=True)
+    assert out.device.type == "meta" and weights.device.type == "meta"
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"ff_dim": 0}, "ff_dim"),
+    ({"activation": "tanh"}, "activation"),
+    ({"dropout": 1.0}, "dropout"),
+    ({"norm_first": "yes"}, "norm_first"),
+    ({"num_heads": 3}, "num_heads"),
+    ({"num_kv_heads": 3}, "num_kv_heads"),
+])
+def test_bad_arguments_are_named(kwargs, message):
+    args = {"embed_dim": D, "num_heads": H, "ff_dim": F, **kwargs}
+    with pytest.raises((ValueError, TypeError), match=message):
+        TransformerBlock(**args)
+
+
+def test_from_torch_refuses_what_it_cannot_copy():
+    with pytest.raises(TypeError, match="layer"):
+        TransformerBlock.from_torch(nn.Linear(2, 2))
+    with pytest.raises(ValueError, match="batch_first"):
+        TransformerBlock.from_torch(nn.TransformerEncoderLayer(D, H, F))
+    with pytest.raises(ValueError, match="activation"):
+        TransformerBlock.from_torch(nn.TransformerEncoderLayer(D, H, F, batch_first=True, activation=torch.tanh))
