@@ -264,6 +264,47 @@ def check_repeat_kv(student: Callable) -> Feedback:
     return _check(student, multihead.repeat_kv, cases, mistakes, "repeat_kv")
 
 
+# --- the Transformer block ---------------------------------------------------------------
+
+def _block_parts(seed: int):
+    """``(norm1, attn, norm2, mlp)`` of a float64 pre-norm block whose LayerNorms are
+    away from their identity start, so a misplaced norm changes the result."""
+    from .block import TransformerBlock
+
+    torch.manual_seed(seed)
+    block = TransformerBlock(8, 2, 16).double().eval()
+    with torch.no_grad():
+        for norm in (block.norm1, block.norm2):
+            norm.weight.normal_()
+            norm.bias.normal_()
+    return block.norm1, block.attn, block.norm2, block.mlp
+
+
+def _pre_norm_ref(x, norm1, attn, norm2, mlp):
+    x = x + attn(norm1(x))[0]
+    return x + mlp(norm2(x))
+
+
+def check_pre_norm_block(student: Callable) -> Feedback:
+    """``student(x, norm1, attn, norm2, mlp)`` must compute one pre-norm block on
+    ``x (B, T, D)``: ``x + attn(norm1(x))``, then ``+ mlp(norm2(.))``; ``attn(h)``
+    returns ``(output, weights)``."""
+    cases = [Case("one sentence of 5 tokens", (_rand(1, 5, 8, seed=11), *_block_parts(0))),
+             Case("a batch of 3 sentences of 4 tokens", (_rand(3, 4, 8, seed=12), *_block_parts(1)))]
+    mistakes = {
+        "post-norm: the norm is applied after the residual sum, norm1(x + attn(x)); pre-norm "
+        "normalises the sublayer's input and adds its output to x unnormalised":
+            lambda x, n1, a, n2, m: n2((h := n1(x + a(x)[0])) + m(h)),
+        "no residual connection: each sublayer must add its output to x, not replace it":
+            lambda x, n1, a, n2, m: m(n2(a(n1(x))[0])),
+        "the residual skips the MLP: the second sublayer must add to the output of the first":
+            lambda x, n1, a, n2, m: x + a(n1(x))[0] + m(n2(x)),
+        "norm1 used twice: the MLP's input is normalised by norm2":
+            lambda x, n1, a, n2, m: (h := x + a(n1(x))[0]) + m(n1(h)),
+    }
+    return _check(student, _pre_norm_ref, cases, mistakes, "pre_norm_block")
+
+
 # --- positions and tiling ----------------------------------------------------------------
 
 def check_sinusoidal_encoding(student: Callable) -> Feedback:

@@ -160,6 +160,11 @@ CHECKS = [
         (lambda kv, g: kv.repeat_interleave(g, dim=2), "along the positions"),
         (lambda kv, g: kv, "nothing repeated"),
     ]),
+    (ex.check_pre_norm_block, lambda x, n1, a, n2, m: (h := x + a(n1(x))[0]) + m(n2(h)), [
+        (lambda x, n1, a, n2, m: n2((h := n1(x + a(x)[0])) + m(h)), "post-norm"),
+        (lambda x, n1, a, n2, m: m(n2(a(n1(x))[0])), "no residual"),
+        (lambda x, n1, a, n2, m: (h := x + a(n1(x))[0]) + m(n1(h)), "norm1 used twice"),
+    ]),
     (ex.check_sinusoidal_encoding, sinusoidal(), [
         (sinusoidal(swap=True), "swapped"),
         (sinusoidal(half=True), "exponent i/d_model"),
