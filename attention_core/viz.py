@@ -628,7 +628,7 @@ def all_heads_grid(attentions, title: str | None = None, fig=None):
     one column per layer and one row per head (a tall figure that stays legible on a
     phone). The shape of a thumbnail tells the head's kind: a vertical stripe is a
     head parking its weight on one token, a line just below the diagonal a
-    previous-token head. Draws onto ``fig`` (e.g. in :func:`figure`'s ``draw``) or a
+    previous-token head. Draws onto ``fig`` (e.g. in a ``viz.figure``'s ``draw``) or a
     new figure; returns the figure."""
     w = _to_numpy(attentions)
     if w.ndim != 4:
