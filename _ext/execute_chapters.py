@@ -4,7 +4,8 @@
 chapters that train models leave a core idle. ``make book`` runs this first: each
 notebook whose code is not in the cache yet runs in its own kernel (two at a time,
 slowest first), and a successful run is stored exactly as myst-nb stores it (same cache,
-same working directory, same timeout), so the build then finds it there. A notebook
+same working directory, same timeout, same ``ATTENTION_CORE_WEBSITE_BUILD=1`` that
+tells the chapters they render for the website), so the build then finds it there. A notebook
 that fails is left out of the cache: the build executes it again and fails, naming it.
 
 Usage: ``python _ext/execute_chapters.py`` from the book's root.
@@ -12,6 +13,7 @@ Usage: ``python _ext/execute_chapters.py`` from the book's root.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -24,6 +26,8 @@ from jupyter_cache.base import CacheBundleIn
 from jupyter_cache.executors.utils import single_nb_execution
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from attention_core.website import WEBSITE_BUILD_ENV  # noqa: E402  (the book's own package)
 
 
 def notebooks() -> list[Path]:
@@ -46,6 +50,7 @@ def main() -> int:
     if not todo:
         return 0
     print(f"executing {len(todo)} notebooks, two at a time", flush=True)
+    os.environ[WEBSITE_BUILD_ENV] = "1"  # as _ext/selfcontained.py does: the kernels render for the site
 
     def run(item):
         path, nb = item
