@@ -24,6 +24,16 @@ def test_every_chapter_is_in_the_toc_in_order():
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS)
+def test_chapter_title_carries_its_number(chapter):
+    """``chapters/07_x.ipynb`` opens with ``# 7. ...``: the number in the title is the one
+    the prose, the exercises ("Exercise 7.2") and the file name use."""
+    cells = json.loads((ROOT / "chapters" / f"{chapter}.ipynb").read_text())["cells"]
+    first = next("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+    title = next(line for line in first.splitlines() if line.startswith("# "))  # after any (label)=
+    assert title.startswith(f"# {int(chapter[:2])}. "), f"{chapter}: title {title!r}"
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
 def test_chapter_page_has_figures_and_no_errors(site, chapter):
     html = (site / "chapters" / f"{chapter}.html").read_text()
     soup = BeautifulSoup(html, "html.parser")
