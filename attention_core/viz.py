@@ -638,9 +638,9 @@ def all_heads_grid(attentions, title: str | None = None, fig=None):
         fig = plt.figure(figsize=(0.62 * num_layers + 0.7, 0.62 * H + 0.9))
     fig.set_layout_engine("none")  # fixed margins instead of a layout engine: quick with 72 axes
     width, height = fig.get_size_inches()
-    axes = fig.subplots(H, num_layers, squeeze=False)
-    fig.subplots_adjust(left=0.55 / width, right=1 - 0.1 / width, bottom=0.1 / height,
-                        top=1 - 0.75 / height, wspace=0.08, hspace=0.08)
+    margins = dict(left=0.55 / width, right=1 - 0.1 / width, bottom=0.1 / height,
+                   top=1 - 0.75 / height, wspace=0.08, hspace=0.08)
+    axes = fig.subplots(H, num_layers, squeeze=False, gridspec_kw=margins)  # no subplots_adjust
     for h in range(H):
         for n in range(num_layers):
             ax = axes[h, n]
@@ -731,5 +731,30 @@ def kv_memory_panel(fig, contexts: Sequence[int], curves, layout: str = "wide"):
         ax_bars.set_xlim(0, 1.35 * max(c[at] for c in curves.values()))
         ax_lines.set_title(f"{variant}: {curves[variant][at]:.2f} GiB at {context:,} tokens")
         ax_bars.set_title(f"every variant at {context:,} tokens")
+
+    return update
+
+
+def block_stack_panel(fig, max_depth: int, stream_max: float, grad_max: float, layout: str = "wide"):
+    """Chapter 6: the stream's size after each block and each block's gradient norm for
+    one stack of blocks; side by side (wide) or stacked (narrow). Axis limits are fixed
+    so frames of different depth and norm placement compare at a glance.
+
+    Returns ``update(stream (depth + 1,), grads (depth,), name)``.
+    """
+    ax_stream, ax_grad = fig.subplots(2, 1) if check_layout(layout) else fig.subplots(1, 2)
+    line, = ax_stream.plot([], [], "-o", ms=3, color=color(0.2))
+    ax_stream.set(xlim=(-0.5, max_depth + 0.5), ylim=(0, stream_max), xlabel="after block",
+                  ylabel="mean norm of a token's vector")
+    bars = ax_grad.bar(range(1, max_depth + 1), np.zeros(max_depth), color=color(0.6))
+    ax_grad.set(xlim=(0.3, max_depth + 0.7), ylim=(0, grad_max), xlabel="block",
+                ylabel="gradient norm of its weights")
+
+    def update(stream, grads, name: str):
+        line.set_data(range(len(stream)), stream)
+        for k, bar in enumerate(bars):
+            bar.set_height(grads[k] if k < len(grads) else 0.0)
+        ax_stream.set_title(f"{name}: the stream, {len(grads)} blocks")
+        ax_grad.set_title(f"gradient per block (top: {grads[-1]:.3f})")
 
     return update

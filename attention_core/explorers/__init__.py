@@ -10,10 +10,9 @@
 """
 
 from .chapters import (SPARSE_PATTERNS, AlignmentExplorer, alignment_explorer, basics_explorer,
-                       heads_explorer, kv_memory_explorer, kv_sharing_explorer, masking_explorer, positional_explorer,
-                       pretrained_explorer,
-                       scaling_explorer, self_attention_explorer, sparse_mask_explorer,
-                       tiling_explorer)
+                       block_explorer, heads_explorer, kv_memory_explorer, kv_sharing_explorer,
+                       masking_explorer, positional_explorer, pretrained_explorer, scaling_explorer,
+                       self_attention_explorer, sparse_mask_explorer, tiling_explorer)
 from .engine import Explorer
 
 __all__ = [
@@ -22,6 +21,7 @@ __all__ = [
     "Explorer",
     "alignment_explorer",
     "basics_explorer",
+    "block_explorer",
     "heads_explorer",
     "kv_memory_explorer",
     "kv_sharing_explorer",

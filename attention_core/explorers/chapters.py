@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from .. import viz
+from ..block import stack_statistics
 from ..flash import online_softmax
 from ..functional import scaled_dot_product_attention
 from ..kv_cache import kv_cache_bytes
@@ -149,6 +150,28 @@ def heads_explorer(models: Mapping[int, Any], seq_len: int, vocab_size: int,
         figsize=(7.2, 4.6), narrow_figsize=(3.5, 6.6),
         alt="One attention heatmap per head of the trained tiny transformer on a test "
             "sequence, and each head's mean row entropy.")
+
+
+def block_explorer(depths=(2, 4, 8, 16, 32), seed: int = 0) -> Explorer:
+    """Chapter 6: norm placement and depth over the residual stream's size after each
+    block and each block's gradient norm, in an untrained stack
+    (:func:`~attention_core.block.stack_statistics`, one seed)."""
+    depths = list(depths)
+    stats = {(norm, d): stack_statistics(norm == "pre-norm", d, seed=seed)
+             for norm in ("pre-norm", "post-norm") for d in depths}
+    stream_max = 1.1 * max(max(s) for s, _ in stats.values())
+    grad_max = 1.15 * max(max(g) for _, g in stats.values())
+
+    def compute(norm, depth):
+        stream, grads = stats[norm, depth]
+        return {"stream": stream, "grads": grads, "name": norm}
+
+    return Explorer(
+        partial(viz.block_stack_panel, max_depth=max(depths), stream_max=stream_max, grad_max=grad_max),
+        compute, {"norm": ["pre-norm", "post-norm"], "depth": depths}, initial={"depth": 16},
+        labels={"norm": "norm placement", "depth": "blocks"}, figsize=(7.2, 3.2), narrow_figsize=(3.5, 6.2),
+        alt="The size of the residual stream after each block and the gradient norm of each "
+            "block's weights, for a pre-norm or post-norm stack of the chosen depth.")
 
 
 def kv_sharing_explorer(num_heads: int = 32, head_dim: int = 128, num_layers: int = 32,
