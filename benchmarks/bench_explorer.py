@@ -37,6 +37,7 @@ EXPLORERS = {
         ["a b c", "d e f g h i"]),
     "sparse": explorers.sparse_mask_explorer,
     "kv_sharing": explorers.kv_sharing_explorer,
+    "block": explorers.block_explorer,
     "positional": explorers.positional_explorer,
     "tiling": explorers.tiling_explorer,
 }
