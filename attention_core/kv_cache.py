@@ -15,6 +15,18 @@ import torch
 from ._checks import check_device, check_positive_int
 
 
+def _check_new_kv(k: torch.Tensor, v: torch.Tensor, buffer: torch.Tensor, cache: str) -> None:
+    """Raise unless ``k`` and ``v`` are ``(B, Hkv, T, E)`` with the ``(B, Hkv, E)`` of the
+    cache's ``buffer (B, Hkv, slots, E)``, on its device."""
+    B, Hkv, _, E = k.shape
+    expected = buffer.shape[:2] + buffer.shape[3:]
+    if (B, Hkv, E) != expected or v.shape != k.shape:
+        raise ValueError(f"k {tuple(k.shape)} and v {tuple(v.shape)} must be "
+                         f"(B, Hkv, T, E) with (B, Hkv, E) = {tuple(expected)}")
+    for name, x in (("k", k), ("v", v)):
+        check_device(name, x, buffer.device, f"the cache ({cache}(..., device=...))")
+
+
 class KVCache:
     """Pre-allocated keys and values ``(B, Hkv, max_len, E)`` for one attention layer.
 
@@ -35,13 +47,8 @@ class KVCache:
 
     def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Add ``k``, ``v (B, Hkv, T, E)``; return all keys and values ``(B, Hkv, S, E)``."""
-        B, Hkv, T, E = k.shape
-        expected = self.keys.shape[:2] + self.keys.shape[3:]
-        if (B, Hkv, E) != expected or v.shape != k.shape:
-            raise ValueError(f"k {tuple(k.shape)} and v {tuple(v.shape)} must be "
-                             f"(B, Hkv, T, E) with (B, Hkv, E) = {tuple(expected)}")
-        for name, x in (("k", k), ("v", v)):
-            check_device(name, x, self.keys.device, "the cache (KVCache(..., device=...))")
+        _check_new_kv(k, v, self.keys, "KVCache")
+        T = k.size(2)
         if self.length + T > self.keys.size(2):
             raise ValueError(f"cache full: {self.length} + {T} new positions exceed "
                              f"max_len={self.keys.size(2)}")
@@ -133,13 +140,8 @@ class RollingKVCache:
     def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Add ``k``, ``v (B, Hkv, T, E)``; return the keys and values the new tokens may
         see, oldest first, ``(B, Hkv, S, E)`` with ``S <= num_sinks + window - 1 + T``."""
-        B, Hkv, T, E = k.shape
-        expected = self.keys.shape[:2] + self.keys.shape[3:]
-        if (B, Hkv, E) != expected or v.shape != k.shape:
-            raise ValueError(f"k {tuple(k.shape)} and v {tuple(v.shape)} must be "
-                             f"(B, Hkv, T, E) with (B, Hkv, E) = {tuple(expected)}")
-        for name, x in (("k", k), ("v", v)):
-            check_device(name, x, self.keys.device, "the cache (RollingKVCache(..., device=...))")
+        _check_new_kv(k, v, self.keys, "RollingKVCache")
+        T = k.size(2)
         old = torch.tensor([self.slot(p) for p in self.cached_positions()], dtype=torch.long,
                            device=self.keys.device)
         keys = torch.cat((self.keys[:, :, old], k), dim=2)  # (B, Hkv, S, E): a copy, oldest first

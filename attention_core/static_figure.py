@@ -39,7 +39,7 @@ NARROW_MEDIA = "(max-width: 600px)"
 LIVE_PNG_MIME = "image/png"
 
 
-def _recording_canvas(figure):
+def recording_canvas(figure):
     """Attach an Agg canvas to ``figure`` that records the smallest text it draws
     (``canvas.text_px``, px at the figure's dpi) and return it."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -94,7 +94,7 @@ def render(figure, small: bool = True, tight: bool = False) -> dict[str, Any]:
     from PIL import Image
 
     old = figure.canvas
-    canvas = _recording_canvas(figure)
+    canvas = recording_canvas(figure)
     try:
         raw = io.BytesIO()
         figure.savefig(raw, format="png", dpi=figure.dpi, bbox_inches="tight" if tight else None,
@@ -138,7 +138,7 @@ def picture_html(renderings: Mapping[str, Mapping[str, Any]], alt: str) -> str:
             f'style="max-width:100%;height:auto" alt="{html.escape(alt)}"></picture></div>')
 
 
-def _call_draw(draw: Callable, figure, layout: str):
+def call_draw(draw: Callable, figure, layout: str):
     try:
         params = inspect.signature(draw).parameters
     except (TypeError, ValueError):
@@ -177,8 +177,8 @@ class StaticFigure:
             style = LAYOUT_STYLE[name]
             with matplotlib.rc_context(style["rc"]):
                 fig = Figure(figsize=self.figsizes[name], dpi=style["dpi"], layout="constrained")
-                _recording_canvas(fig)
-                _call_draw(self.draw, fig, name)
+                recording_canvas(fig)
+                call_draw(self.draw, fig, name)
                 fig.canvas.draw()  # ticks and layout made under the layout's rcParams
             self._figures[name] = fig
         return self._figures[name]

@@ -30,6 +30,7 @@ import io
 import math
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
+from ..static_figure import call_draw, recording_canvas
 from ..website import building_website
 
 Draw = Callable[..., Callable[..., None]]
@@ -71,7 +72,7 @@ class Layout:
         self.name, self.rc = name, dict(rc)
         with matplotlib.rc_context(self.rc):
             self.figure = _new_figure(figsize, dpi)
-            self._update = _call_draw(draw, self.figure, name)
+            self._update = call_draw(draw, self.figure, name)
 
     @property
     def min_text_px(self) -> float:
@@ -279,39 +280,9 @@ class Explorer:
         return bundle
 
 
-def _call_draw(draw: Draw, figure, layout: str):
-    """``draw(figure, layout=layout)``, or ``draw(figure)`` for a draw without layouts."""
-    try:
-        params = inspect.signature(draw).parameters
-    except (TypeError, ValueError):
-        params = {}
-    takes_layout = "layout" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
-    return draw(figure, layout=layout) if takes_layout else draw(figure)
-
-
 def _new_figure(figsize, dpi):
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    class TextRecordingCanvas(FigureCanvasAgg):
-        """An Agg canvas that records the smallest text its renderer draws."""
-
-        text_px = math.inf
-
-        def get_renderer(self):
-            renderer = super().get_renderer()
-            if not getattr(renderer, "_records_text", False):
-                draw_text, canvas = renderer.draw_text, self
-
-                def recording_draw_text(gc, x, y, s, prop, *args, **kwargs):
-                    if str(s).strip():
-                        canvas.text_px = min(canvas.text_px,
-                                             prop.get_size_in_points() * canvas.figure.dpi / 72)
-                    return draw_text(gc, x, y, s, prop, *args, **kwargs)
-
-                renderer.draw_text, renderer._records_text = recording_draw_text, True
-            return renderer
-
     figure = Figure(figsize=figsize, dpi=dpi, layout="constrained")
-    TextRecordingCanvas(figure)
+    recording_canvas(figure)  # records the smallest text drawn, for the legibility checks
     return figure
