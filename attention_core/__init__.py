@@ -4,7 +4,7 @@ Every chapter imports from here; ``attention_core.viz`` draws and
 ``attention_core.explorers`` wires controls to both.
 """
 
-from .block import TransformerBlock
+from .block import TransformerBlock, TransformerDecoderBlock
 from .delta import delta_rule_attention
 from .functional import eager_attention, scaled_dot_product_attention, softmax
 from .kernels import ATTENTION_FUNCTIONS
@@ -31,6 +31,7 @@ __all__ = [
     "PagedKVCache",
     "RollingKVCache",
     "TransformerBlock",
+    "TransformerDecoderBlock",
     "alibi_bias",
     "alibi_slopes",
     "apply_rotary",

@@ -105,6 +105,80 @@ class TransformerBlock(nn.Module):
         return ours.train(layer.training)
 
 
+class TransformerDecoderBlock(TransformerBlock):
+    """The original Transformer's decoder block over a stream ``x (B, T, D)`` that reads
+    an encoder's output ``memory (B, S, D)``: causal self-attention, then
+    cross-attention (queries from the stream, keys and values from ``memory``), then the
+    feed-forward network, each adding to the stream. It is :class:`TransformerBlock`
+    plus a third sublayer between its two: ``cross_attn`` with its norm ``norm_cross``.
+
+    Pre-norm (``norm_first=True``)::
+
+        x = x + dropout(attn(norm1(x)))
+        x = x + dropout(cross_attn(norm_cross(x), memory))
+        x = x + dropout(mlp(norm2(x)))
+
+    and post-norm normalises each sum instead, as in :class:`TransformerBlock`.
+    ``memory`` is used as it comes: with pre-norm the encoder normalises it (its final
+    LayerNorm), as in ``nn.Transformer``.
+    """
+
+    def __init__(self, embed_dim: int, num_heads: int, ff_dim: int, dropout: float = 0.0,
+                 norm_first: bool = True, activation: str = "gelu", num_kv_heads: int | None = None,
+                 *, layer_norm_eps: float = 1e-5, bias: bool = True, device=None, dtype=None):
+        super().__init__(embed_dim, num_heads, ff_dim, dropout, norm_first, activation, num_kv_heads,
+                         layer_norm_eps=layer_norm_eps, bias=bias, device=device, dtype=dtype)
+        where = {"device": device, "dtype": dtype}
+        self.norm_cross = nn.LayerNorm(embed_dim, eps=layer_norm_eps, bias=bias, **where)
+        self.cross_attn = MultiHeadAttention(embed_dim, num_heads, num_kv_heads, bias=bias,
+                                             dropout=dropout, **where)
+
+    def forward(self, x: torch.Tensor, memory: torch.Tensor, attn_mask: torch.Tensor | None = None,
+                is_causal: bool = False, memory_mask: torch.Tensor | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``x (B, T, D)``, ``memory (B, S, D)`` -> ``(output (B, T, D), self-attention
+        weights (B, H, T, T), cross-attention weights (B, H, T, S))``. ``attn_mask`` and
+        ``is_causal`` mask the self-attention (a decoder that generates passes
+        ``is_causal=True``: no token sees its future); ``memory_mask`` (True = may attend, e.g. an encoder padding mask
+        ``(B, 1, 1, S)``) masks the cross-attention."""
+        if self.norm_first:
+            attended, weights = self.attn(self.norm1(x), attn_mask=attn_mask, is_causal=is_causal)
+            x = x + self.dropout(attended)  # (B, T, D)
+            read, cross = self.cross_attn(self.norm_cross(x), memory, memory, attn_mask=memory_mask)
+            x = x + self.dropout(read)  # (B, T, D): what the decoder read from the encoder
+            x = x + self.dropout(self.mlp(self.norm2(x)))
+        else:
+            attended, weights = self.attn(x, attn_mask=attn_mask, is_causal=is_causal)
+            x = self.norm1(x + self.dropout(attended))
+            read, cross = self.cross_attn(x, memory, memory, attn_mask=memory_mask)
+            x = self.norm_cross(x + self.dropout(read))
+            x = self.norm2(x + self.dropout(self.mlp(x)))
+        return x, weights, cross
+
+    @classmethod
+    def from_torch(cls, layer: nn.TransformerDecoderLayer) -> "TransformerDecoderBlock":
+        """A copy of PyTorch's ``nn.TransformerDecoderLayer`` (``batch_first=True``, either
+        ``norm_first``, ReLU or GELU). PyTorch's ``norm1, norm2, norm3`` are this block's
+        ``norm1, norm_cross, norm2``; its boolean masks are True where a key is *hidden*."""
+        if not isinstance(layer, nn.TransformerDecoderLayer):
+            raise TypeError(f"layer must be an nn.TransformerDecoderLayer, got {type(layer).__name__}")
+        if not layer.self_attn.batch_first:
+            raise ValueError("layer must be built with batch_first=True (the book's (B, T, D) layout)")
+        weight = layer.linear1.weight
+        ours = cls(layer.self_attn.embed_dim, layer.self_attn.num_heads, layer.linear1.out_features,
+                   dropout=layer.dropout.p, norm_first=layer.norm_first,
+                   activation=_activation_name(layer.activation), layer_norm_eps=layer.norm1.eps,
+                   bias=layer.linear1.bias is not None, device=weight.device, dtype=weight.dtype)
+        ours.attn = MultiHeadAttention.from_torch(layer.self_attn)
+        ours.cross_attn = MultiHeadAttention.from_torch(layer.multihead_attn)
+        with torch.no_grad():
+            for mine, theirs in ((ours.norm1, layer.norm1), (ours.norm_cross, layer.norm2),
+                                 (ours.norm2, layer.norm3), (ours.mlp[0], layer.linear1),
+                                 (ours.mlp[3], layer.linear2)):
+                mine.load_state_dict(theirs.state_dict())
+        return ours.train(layer.training)
+
+
 def _activation_name(activation) -> str:
     """``"relu"`` or ``"gelu"`` for PyTorch's activation (a function or a module)."""
     for name, module in ACTIVATIONS.items():

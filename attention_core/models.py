@@ -1,6 +1,6 @@
 """Small transformers built from the package's attention, for the chapters to train.
 
-:class:`TinyTransformer` stacks pre-norm blocks (:class:`~attention_core.block.TransformerBlock`)
+:class:`TinyTransformer` stacks pre-norm (or post-norm) blocks (:class:`~attention_core.block.TransformerBlock`)
 over token embeddings and picks how token order enters from :data:`POSITIONAL`. The
 maths modules never import this one: models use attention, not the other way round.
 
@@ -89,12 +89,13 @@ class TinyTransformer(nn.Module):
     ``positional`` picks how order enters (a name in :data:`POSITIONAL`): learned
     absolute embeddings for ``max_len`` positions, sinusoidal ones added to the input,
     RoPE on queries and keys, ALiBi biases on the scores, or none. ``is_causal`` masks
-    the future.
+    the future. ``norm_first=False`` builds post-norm blocks (Vaswani et al., 2017), whose
+    stream leaves every block normalised, so the model has no final LayerNorm.
     """
 
     def __init__(self, vocab_size: int, max_len: int, embed_dim: int = 64, num_heads: int = 2,
                  num_layers: int = 1, num_outputs: int = 2, num_kv_heads: int | None = None,
-                 positional: str = "learned", is_causal: bool = False):
+                 positional: str = "learned", is_causal: bool = False, norm_first: bool = True):
         super().__init__()
         if positional not in POSITIONAL:
             raise ValueError(f"positional must be one of {list(POSITIONAL)}, got {positional!r}")
@@ -104,9 +105,10 @@ class TinyTransformer(nn.Module):
         self.token = nn.Embedding(vocab_size, embed_dim)
         self.position = None if scheme.add_to_input is None else scheme.add_to_input(max_len, embed_dim)
         self.blocks = nn.ModuleList(TransformerBlock(embed_dim, num_heads, 4 * embed_dim,
-                                                     num_kv_heads=num_kv_heads, rope=scheme.rotary)
+                                                     num_kv_heads=num_kv_heads, rope=scheme.rotary,
+                                                     norm_first=norm_first)
                                     for _ in range(num_layers))
-        self.norm = nn.LayerNorm(embed_dim)
+        self.norm = nn.LayerNorm(embed_dim) if norm_first else nn.Identity()
         self.head = nn.Linear(embed_dim, num_outputs * vocab_size)
 
     def embed(self, x: torch.Tensor) -> torch.Tensor:

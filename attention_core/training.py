@@ -24,10 +24,15 @@ def token_loss(model: torch.nn.Module, batch: tuple) -> torch.Tensor:
 
 def train_model(model: torch.nn.Module, make_batch: Callable[[torch.Generator], Any],
                 steps: int, lr: float = 3e-3, seed: int = 0, progress: bool = True,
-                desc: str = "training", loss_fn: Callable[[Any, Any], torch.Tensor] = token_loss):
+                desc: str = "training", loss_fn: Callable[[Any, Any], torch.Tensor] = token_loss,
+                warmup_steps: int = 0):
     """Train ``model`` with AdamW on batches from ``make_batch(generator)``, seeded;
     ``loss_fn(model, batch)`` gives the loss (default :func:`token_loss`). Returns
     ``(model in eval mode, losses)``.
+
+    ``warmup_steps`` raises the learning rate linearly over the first steps, step ``s``
+    using ``lr * min(1, (s + 1) / warmup_steps)`` (the original Transformer's warm-up,
+    Vaswani et al., 2017, without its later decay); 0 keeps ``lr`` from the first step.
 
     ``progress`` shows a text tqdm bar on stdout in a kernel or a terminal; while the
     website is built (:func:`~attention_core.website.building_website`) it prints one
@@ -39,7 +44,11 @@ def train_model(model: torch.nn.Module, make_batch: Callable[[torch.Generator], 
     torch.manual_seed(seed)
     g = torch.Generator().manual_seed(seed)
     model.train()
+    if isinstance(warmup_steps, bool) or not isinstance(warmup_steps, int) or warmup_steps < 0:
+        raise ValueError(f"warmup_steps must be an int >= 0, got {warmup_steps!r}")
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    warmup = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: min(1.0, (step + 1) / warmup_steps) if warmup_steps else 1.0)
     losses = []
     tqdm.monitor_interval = 0  # no monitor thread inside a notebook kernel
     bar = tqdm(range(steps), desc=desc, file=sys.stdout, disable=not progress or building_website(),
@@ -54,6 +63,7 @@ def train_model(model: torch.nn.Module, make_batch: Callable[[torch.Generator], 
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
+            warmup.step()
             losses.append(loss.item())
             bar.set_postfix(loss=f"{loss.item():.3f}", refresh=False)
     finally:

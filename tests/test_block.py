@@ -5,7 +5,7 @@ import torch
 from torch import nn
 from torch.testing import assert_close
 
-from attention_core import TransformerBlock, padding_mask
+from attention_core import TransformerBlock, TransformerDecoderBlock, padding_mask
 
 D, H, F, B, T = 16, 4, 40, 3, 7
 
@@ -135,3 +135,80 @@ def test_from_torch_refuses_what_it_cannot_copy():
         TransformerBlock.from_torch(nn.TransformerEncoderLayer(D, H, F))
     with pytest.raises(ValueError, match="activation"):
         TransformerBlock.from_torch(nn.TransformerEncoderLayer(D, H, F, batch_first=True, activation=torch.tanh))
+
+
+# --- the decoder block against nn.TransformerDecoderLayer ---------------------------
+
+S = 5  # encoder length (memory)
+
+
+def torch_decoder_layer(norm_first: bool, activation: str, seed: int = 0) -> nn.TransformerDecoderLayer:
+    torch.manual_seed(seed)
+    layer = nn.TransformerDecoderLayer(D, H, F, dropout=0.0, activation=activation, batch_first=True,
+                                       norm_first=norm_first).eval()
+    with torch.no_grad():  # all three norms away from the identity, so swapping two shows
+        for norm in (layer.norm1, layer.norm2, layer.norm3):
+            norm.weight.normal_()
+            norm.bias.normal_()
+    return layer
+
+
+@pytest.mark.parametrize("norm_first", [True, False])
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
+def test_decoder_block_equals_pytorch_layer_causal(norm_first, activation):
+    layer = torch_decoder_layer(norm_first, activation)
+    ours = TransformerDecoderBlock.from_torch(layer)
+    x, memory = torch.randn(B, T, D), torch.randn(B, S, D)
+    hidden = nn.Transformer.generate_square_subsequent_mask(T)
+    expected = layer(x, memory, tgt_mask=hidden, tgt_is_causal=True).detach()
+    out, weights, cross = ours(x, memory, is_causal=True)
+    assert_close(out, expected, rtol=1e-5, atol=1e-5)
+    assert weights.shape == (B, H, T, T) and (weights.triu(1) == 0).all()
+    assert cross.shape == (B, H, T, S)
+    assert_close(cross.sum(-1), torch.ones(B, H, T))
+
+
+@pytest.mark.parametrize("norm_first", [True, False])
+def test_decoder_block_memory_padding_equals_pytorch(norm_first):
+    layer = torch_decoder_layer(norm_first, "gelu", seed=6)
+    ours = TransformerDecoderBlock.from_torch(layer)
+    x, memory = torch.randn(B, T, D), torch.randn(B, S, D)
+    lengths = [5, 3, 1]
+    keep = padding_mask(lengths, S)  # (B, 1, S): True at the encoder's real tokens
+    expected = layer(x, memory, memory_key_padding_mask=~keep[:, 0]).detach()
+    out, _, cross = ours(x, memory, memory_mask=keep.unsqueeze(1))  # (B, 1, 1, S)
+    assert_close(out, expected, rtol=1e-5, atol=1e-5)
+    for b, n in enumerate(lengths):
+        assert (cross[b, :, :, n:] == 0).all()
+
+
+def test_decoder_block_reads_memory_only_through_cross_attention():
+    """Changing the encoder's output changes the decoder's output, and with the
+    cross-attention's output weights at zero it no longer does."""
+    torch.manual_seed(7)
+    block = TransformerDecoderBlock(D, H, F).eval()
+    x, m1, m2 = torch.randn(B, T, D), torch.randn(B, S, D), torch.randn(B, S, D)
+    with torch.no_grad():
+        assert not torch.allclose(block(x, m1)[0], block(x, m2)[0])
+        block.cross_attn.out_proj.weight.zero_(), block.cross_attn.out_proj.bias.zero_()
+        assert torch.equal(block(x, m1)[0], block(x, m2)[0])
+        assert torch.equal(block(x, m1)[0], TransformerBlock.forward(block, x)[0])
+
+
+def test_decoder_block_from_torch_refuses_an_encoder_layer():
+    with pytest.raises(TypeError, match="TransformerDecoderLayer"):
+        TransformerDecoderBlock.from_torch(nn.TransformerEncoderLayer(D, H, F, batch_first=True))
+    with pytest.raises(ValueError, match="batch_first"):
+        TransformerDecoderBlock.from_torch(nn.TransformerDecoderLayer(D, H, F))
+
+
+def test_decoder_block_on_meta_device():
+    block = TransformerDecoderBlock(D, H, F, device="meta")
+    out, weights, cross = block(torch.empty(B, T, D, device="meta"), torch.empty(B, S, D, device="meta"))
+    assert {out.device.type, weights.device.type, cross.device.type} == {"meta"}
+
+
+def test_decoder_block_names_a_bad_memory():
+    block = TransformerDecoderBlock(D, H, F)
+    with pytest.raises(ValueError, match="key"):
+        block(torch.randn(B, T, D), torch.randn(B, S, D + 1))

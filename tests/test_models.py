@@ -125,3 +125,16 @@ def test_block_parameters_are_those_of_its_parts():
     block = TransformerBlock(16, 4, 64, num_kv_heads=2)
     assert isinstance(block.attn, MultiHeadAttention) and block.attn.num_kv_heads == 2
     assert [n for n, _ in block.named_children()] == ["norm1", "attn", "norm2", "mlp", "dropout"]
+
+
+def test_post_norm_tiny_transformer_is_a_stack_of_post_norm_blocks():
+    torch.manual_seed(0)
+    model = TinyTransformer(vocab_size=8, max_len=6, embed_dim=16, num_layers=2, norm_first=False).eval()
+    assert all(not block.norm_first for block in model.blocks)
+    assert isinstance(model.norm, torch.nn.Identity)  # its stream leaves each block normalised
+    x = torch.randint(0, 8, (3, 6))
+    h = model.embed(x)
+    for block in model.blocks:
+        h, _ = block(h)
+    with torch.no_grad():
+        torch.testing.assert_close(model(x)[0], model.head(h).view(3, 6, 2, 8))

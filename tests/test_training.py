@@ -2,6 +2,7 @@
 
 import re
 
+import pytest
 import torch
 
 from attention_core.models import TinyTransformer
@@ -43,3 +44,39 @@ def test_progress_false_prints_nothing_anywhere(monkeypatch, capsys):
         model = TinyTransformer(vocab_size=8, max_len=6, embed_dim=16)
         train_model(model, lambda g: reverse_and_shift_batch(16, 6, 8, g), 3, progress=False)
         assert capsys.readouterr().out == ""
+
+
+class Scalar(torch.nn.Module):
+    """One parameter whose loss is the parameter itself: a constant gradient of 1, so
+    each of Adam's steps moves it by exactly the learning rate of that step."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.zeros(()))
+
+
+def adam_steps(warmup_steps, steps=8, lr=0.1):
+    model, seen = Scalar(), []
+
+    def loss_fn(model, batch):
+        seen.append(model.w.item())
+        return model.w
+
+    train_model(model, lambda g: None, steps, lr=lr, progress=False, loss_fn=loss_fn,
+                warmup_steps=warmup_steps)
+    seen.append(model.w.item())
+    return -torch.tensor(seen).diff()  # (steps,): the size of each step
+
+
+def test_warmup_raises_the_learning_rate_linearly_then_holds_it():
+    steps = adam_steps(warmup_steps=4)
+    expected = 0.1 * torch.tensor([0.25, 0.5, 0.75, 1, 1, 1, 1, 1])
+    torch.testing.assert_close(steps, expected, rtol=1e-4, atol=1e-6)
+    torch.testing.assert_close(adam_steps(warmup_steps=0), torch.full((8,), 0.1), rtol=1e-4, atol=1e-6)
+
+
+def test_warmup_steps_must_be_a_count():
+    for bad in (-1, 2.5, True):
+        with pytest.raises(ValueError, match="warmup_steps"):
+            train_model(Scalar(), lambda g: None, 2, progress=False, loss_fn=lambda m, b: m.w,
+                        warmup_steps=bad)
