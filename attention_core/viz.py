@@ -223,6 +223,50 @@ def decoder_flow(kind: str, ax=None, title: str | None = None, layout: str = "wi
     return ax
 
 
+BLOCK_KINDS = {
+    # kind: (title, sublayers from bottom to top)
+    "encoder": ("encoder block", ("self-attention\n(every token)", "feed-forward")),
+    "decoder": ("decoder block", ("causal\nself-attention", "cross-attention", "feed-forward")),
+    "decoder-only": ("decoder-only block", ("causal\nself-attention", "feed-forward")),
+}
+"""The three kinds of Transformer block: a title and the sublayers, bottom to top."""
+
+
+def block_diagram(kind: str, ax=None, title: str | None = None):
+    """Draw one pre-norm Transformer block of ``kind`` (a key of :data:`BLOCK_KINDS`)
+    as its residual stream, a line running bottom to top, and its sublayers: each reads
+    a normalised copy of the stream and adds its output back (+). The decoder's
+    cross-attention also reads the encoder's output. Returns the ``Axes``."""
+    if kind not in BLOCK_KINDS:
+        raise ValueError(f"kind must be one of {sorted(BLOCK_KINDS)}, got {kind!r}")
+    default_title, sublayers = BLOCK_KINDS[kind]
+    ax = ax or plt.subplots(figsize=(2.4, 3.2))[1]
+    n, arrow = len(sublayers), dict(arrowstyle="-|>", color="0.25", lw=1.1, shrinkA=2, shrinkB=2)
+    ax.annotate("", xy=(0, n + 0.2), xytext=(0, -0.25),
+                arrowprops=dict(arrowstyle="-|>", color="0.25", lw=2.2))  # the stream
+    ax.text(0, -0.3, "stream in", ha="center", va="top")
+    ax.text(0, n + 0.25, "stream out", ha="center", va="bottom")
+    for i, label in enumerate(sublayers):
+        shade = 0.75 if "attention" in label else 0.45
+        box = ax.text(1.1, i + 0.35, label, ha="center", va="center",
+                      bbox=dict(boxstyle="round,pad=0.35", lw=1, ec="0.3", fc=(*color(shade)[:3], 0.35)))
+        plus = ax.text(0, i + 0.75, "+", ha="center", va="center", fontweight="bold",
+                       bbox=dict(boxstyle="circle,pad=0.15", lw=1, ec="0.3", fc="white"))
+        ax.annotate("", xy=(1.1, i + 0.35), xytext=(0, i + 0.05),
+                    arrowprops={**arrow, "patchB": box.get_bbox_patch()})  # reads the stream
+        ax.text(0.3, i + 0.02, "norm", ha="center", va="top", fontstyle="italic", color="0.3")
+        ax.annotate("", xy=(0, i + 0.75), xytext=(1.1, i + 0.35),
+                    arrowprops={**arrow, "patchA": box.get_bbox_patch(), "patchB": plus.get_bbox_patch()})
+        if label == "cross-attention":
+            ax.annotate("encoder\noutput", xy=(1.1, i + 0.35), xytext=(2.35, i + 0.35), ha="center",
+                        va="center", arrowprops={**arrow, "patchB": box.get_bbox_patch()})
+    ax.set_xlim(-0.55, 2.75)
+    ax.set_ylim(-0.75, n + 0.7)
+    ax.axis("off")
+    ax.set_title(title if title is not None else default_title)
+    return ax
+
+
 # --- Panels: the figures of the explorers -----------------------------------------
 # Each panel draws its fixed parts onto a figure once and returns ``update(...)``,
 # which changes the artists in place (``set_data``, bar heights, titles), so an

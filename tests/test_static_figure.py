@@ -127,3 +127,22 @@ def test_bad_arguments_are_named():
         viz.figure(two_panels, figsize=(7.2, 0))
     with pytest.raises(ValueError, match="layout must be one of"):
         viz.figure(two_panels).layout("tall")
+
+
+@pytest.mark.parametrize("kind", ["encoder", "decoder", "decoder-only"])
+def test_block_diagram_draws_each_sublayer_once_with_its_residual_add(kind):
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    viz.block_diagram(kind, ax)
+    texts = [t.get_text() for t in ax.texts]
+    sublayers = viz.BLOCK_KINDS[kind][1]
+    assert [t for t in texts if t in sublayers] == list(sublayers)
+    assert texts.count("+") == texts.count("norm") == len(sublayers)
+    assert ("encoder\noutput" in [a.get_text() for a in ax.texts]) == (kind == "decoder")
+    plt.close(fig)
+
+
+def test_block_diagram_names_an_unknown_kind():
+    with pytest.raises(ValueError, match="kind"):
+        viz.block_diagram("encoder-decoder")
