@@ -229,7 +229,7 @@ BLOCK_KINDS = {
     "decoder": ("decoder block", ("causal\nself-attention", "cross-attention", "feed-forward")),
     "decoder-only": ("decoder-only block", ("causal\nself-attention", "feed-forward")),
 }
-"""The three kinds of Transformer block: a title and the sublayers, bottom to top."""
+"""Each kind of Transformer block, with its title and its sublayers from bottom to top."""
 
 
 def block_diagram(kind: str, ax=None, title: str | None = None):
