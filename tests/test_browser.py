@@ -203,6 +203,20 @@ const done = arguments[arguments.length - 1];
       out.clipped.push(el.tagName.toLowerCase() + '.' + [...el.classList].join('.') + ': '
                        + el.textContent.trim().slice(0, 60));
   }
+  // (c') prose, notes and API entries: a long word of inline code, or an inline formula,
+  // running past its block (a box that clips it, such as an admonition, leaves no way
+  // to read it)
+  for (const el of main.querySelectorAll('p, li, div.admonition, dl.py > dt')) {
+    if (!el.offsetParent || scrolls(el)) continue;
+    if (el.scrollWidth > el.clientWidth + 1 && getComputedStyle(el).overflowX !== 'visible')
+      out.clipped.push(el.tagName.toLowerCase() + ' (clips): ' + el.textContent.trim().slice(0, 60));
+    const right = el.getBoundingClientRect().right;
+    for (const inner of el.querySelectorAll(':scope > code, :scope > span.math, :scope > a > code')) {
+      if (inner.getBoundingClientRect().right > right + 1 && !scrolls(inner))
+        out.clipped.push(el.tagName.toLowerCase() + ' > ' + inner.tagName.toLowerCase() + ': '
+                         + inner.textContent.trim().slice(0, 60));
+    }
+  }
   // (d) sliders: aria-valuetext equals the readout, before and after a move
   out.sliders = [];
   for (const input of document.querySelectorAll('.ac-explorer input[type=range]')) {

@@ -35,7 +35,10 @@ STYLE = """<style>
 }
 </style>"""
 """The explorer's own styles, scoped by its class. Controls wrap; on a phone each
-control takes a line and its slider a 44 px tall touch target."""
+control takes a line and its slider a 44 px tall touch target.
+
+:meta hide-value:
+"""
 
 
 def player_js() -> str:
