@@ -1,6 +1,8 @@
 """Clean build of the whole book, a rebuild with nothing changed, and the heaviest page.
 
-Runs on a copy of the repository so the working tree's _build is left alone.
+A build is what ``make book`` runs: the notebooks executed two at a time into the
+cache (``_ext/execute_chapters.py``), then ``jupyter-book build``. Runs on a copy of the
+repository so the working tree's _build is left alone.
 """
 
 from __future__ import annotations
@@ -21,9 +23,11 @@ FLAGS = ["--all", "-W", "-n", "--keep-going"]
 
 def _build(book: Path) -> float:
     start = time.perf_counter()
-    result = subprocess.run([str(JB), "build", *FLAGS, str(book)], capture_output=True, text=True)
-    if result.returncode:
-        raise RuntimeError(f"jupyter-book build failed:\n{(result.stdout + result.stderr)[-3000:]}")
+    for command in ([sys.executable, str(book / "_ext" / "execute_chapters.py")],
+                    [str(JB), "build", *FLAGS, str(book)]):
+        result = subprocess.run(command, capture_output=True, text=True, cwd=book)
+        if result.returncode:
+            raise RuntimeError(f"{command[-1]} failed:\n{(result.stdout + result.stderr)[-3000:]}")
     return time.perf_counter() - start
 
 
@@ -52,7 +56,7 @@ def run() -> dict:
 if __name__ == "__main__":
     r = run()
     print(f"book: clean build {r['clean_build_s']:.0f} s for {r['chapters']} chapter(s) "
-          f"(target < 600 s for ten), rebuild {r['rebuild_s']:.1f} s (target < 30 s); "
+          f"(target < 600 s), rebuild {r['rebuild_s']:.1f} s (target < 30 s); "
           f"largest page {r['largest_page']} {r['largest_page_bytes'] / 1e6:.2f} MB (target <= 3 MB)")
     for name, seconds in sorted(r["chapter_execution_s"].items()):
         print(f"  {name}: executes in {seconds:.1f} s (target < 120 s)")

@@ -7,6 +7,7 @@ layouts: wide for a desktop, narrow for a phone)."""
 from __future__ import annotations
 
 import base64
+import functools
 import os
 import re
 import time
@@ -40,7 +41,18 @@ EXPLORERS = {
     "block": explorers.block_explorer,
     "positional": explorers.positional_explorer,
     "tiling": explorers.tiling_explorer,
+    "kv_memory": explorers.kv_memory_explorer,
+    "pretrained": lambda: explorers.pretrained_explorer(
+        *_minilm(), ["the cat sat on the mat", "the dog that chased the cat barked"]),
 }
+
+
+@functools.cache
+def _minilm():
+    # loading the weights is chapter 13's own cell, not the explorer's first display
+    from attention_core.pretrained import load_minilm
+
+    return load_minilm()
 
 
 def first_display_seconds(make) -> float:
@@ -55,6 +67,7 @@ def run() -> dict:
     import ipywidgets  # noqa: F401  loaded once by any notebook that shows widgets
 
     first_display_seconds(EXPLORERS["basics"])  # warm matplotlib's font cache
+    _minilm()
     display = {name: first_display_seconds(make) for name, make in EXPLORERS.items()}
     explorer = EXPLORERS["basics"]()
     temperatures = iter([0.5, 2.0] * 100)
