@@ -12,6 +12,7 @@ from typing import Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.ticker import MaxNLocator
 import torch
 
 from .static_figure import StaticFigure, figure, install_website_figures  # noqa: F401 (viz.figure)
@@ -158,6 +159,8 @@ def mask_plot(mask, ax=None, title: str | None = None):
         raise ValueError(f"mask must be 2-D (L, S), got shape {m.shape}")
     ax = ax or plt.subplots(figsize=(3.2, 3.2))[1]
     image = ax.imshow(m, cmap=MASK_CMAP, vmin=0, vmax=1, interpolation="nearest")
+    for axis in (ax.xaxis, ax.yaxis):  # positions are whole numbers: no 2.5 ticks
+        axis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("key position")
     ax.set_ylabel("query position")
     ax.set_title(title if title is not None else f"keeps {m.mean():.1%}", fontsize="medium")
