@@ -9,7 +9,26 @@ from __future__ import annotations
 import gc
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
+
+
+@contextmanager
+def one_thread():
+    """Run the ``with`` block on one CPU thread, then restore PyTorch's thread count.
+
+    A book build executes two chapters at once on two cores. With two threads each, the
+    kernels' OpenMP barriers wait for a core the other chapter holds, and a small
+    operation can take ten times as long; on one thread its time is steady. Chapters that
+    time or train small models run under it."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def median_seconds(fn, repeats: int = 5, warmup: int = 1) -> float:

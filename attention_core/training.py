@@ -11,6 +11,7 @@ from typing import Any, Callable
 
 import torch
 
+from .measure import one_thread
 from .website import building_website
 
 
@@ -53,11 +54,7 @@ def train_model(model: torch.nn.Module, make_batch: Callable[[torch.Generator], 
     tqdm.monitor_interval = 0  # no monitor thread inside a notebook kernel
     bar = tqdm(range(steps), desc=desc, file=sys.stdout, disable=not progress or building_website(),
                mininterval=5.0, ncols=80, ascii=True)
-    threads = torch.get_num_threads()
-    # Tiny matrices gain nothing from a second thread, and OpenMP's barriers between
-    # threads make each step up to 10x slower when another process shares the cores.
-    torch.set_num_threads(1)
-    try:
+    with one_thread():  # tiny matrices gain nothing from a second thread
         for _ in bar:
             loss = loss_fn(model, make_batch(g))
             optimizer.zero_grad()
@@ -66,8 +63,6 @@ def train_model(model: torch.nn.Module, make_batch: Callable[[torch.Generator], 
             warmup.step()
             losses.append(loss.item())
             bar.set_postfix(loss=f"{loss.item():.3f}", refresh=False)
-    finally:
-        torch.set_num_threads(threads)
     bar.close()
     if progress and building_website() and losses:
         print(f"{desc}: {steps} steps, loss {losses[0]:.3f} -> {losses[-1]:.3f}")

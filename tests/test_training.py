@@ -80,3 +80,15 @@ def test_warmup_steps_must_be_a_count():
         with pytest.raises(ValueError, match="warmup_steps"):
             train_model(Scalar(), lambda g: None, 2, progress=False, loss_fn=lambda m, b: m.w,
                         warmup_steps=bad)
+
+
+def test_one_thread_runs_the_block_on_one_thread_and_restores_the_count():
+    from attention_core.measure import one_thread
+
+    before = torch.get_num_threads()
+    with one_thread():
+        assert torch.get_num_threads() == 1
+    assert torch.get_num_threads() == before
+    with pytest.raises(RuntimeError), one_thread():
+        raise RuntimeError("a failing block still gets its threads back")
+    assert torch.get_num_threads() == before
