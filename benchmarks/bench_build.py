@@ -7,6 +7,7 @@ repository so the working tree's _build is left alone.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -19,13 +20,15 @@ from _timing import machine
 ROOT = Path(__file__).resolve().parents[1]
 JB = Path(sys.executable).with_name("jupyter-book")
 FLAGS = ["--all", "-W", "-n", "--keep-going"]
+# The copy has no .venv: the build typesets maths with this checkout's MathJax for Node.
+ENV = dict(os.environ, MATHJAX_NODE_MODULES=str(ROOT / ".venv" / "mathjax-node" / "node_modules"))
 
 
 def _build(book: Path) -> float:
     start = time.perf_counter()
     for command in ([sys.executable, str(book / "_ext" / "execute_chapters.py")],
                     [str(JB), "build", *FLAGS, str(book)]):
-        result = subprocess.run(command, capture_output=True, text=True, cwd=book)
+        result = subprocess.run(command, capture_output=True, text=True, cwd=book, env=ENV)
         if result.returncode:
             raise RuntimeError(f"{command[-1]} failed:\n{(result.stdout + result.stderr)[-3000:]}")
     return time.perf_counter() - start
