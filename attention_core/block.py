@@ -139,8 +139,8 @@ class TransformerDecoderBlock(TransformerBlock):
         """``x (B, T, D)``, ``memory (B, S, D)`` -> ``(output (B, T, D), self-attention
         weights (B, H, T, T), cross-attention weights (B, H, T, S))``. ``attn_mask`` and
         ``is_causal`` mask the self-attention (a decoder that generates passes
-        ``is_causal=True``: no token sees its future); ``memory_mask`` (True = may attend, e.g. an encoder padding mask
-        ``(B, 1, 1, S)``) masks the cross-attention."""
+        ``is_causal=True``: no token sees its future); ``memory_mask`` (True = may
+        attend, e.g. an encoder padding mask ``(B, 1, 1, S)``) masks the cross-attention."""
         if self.norm_first:
             attended, weights = self.attn(self.norm1(x), attn_mask=attn_mask, is_causal=is_causal)
             x = x + self.dropout(attended)  # (B, T, D)
