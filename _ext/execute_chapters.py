@@ -27,7 +27,7 @@ from jupyter_cache.executors.utils import single_nb_execution
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from attention_core.website import WEBSITE_BUILD_ENV  # noqa: E402  (the book's own package)
+from attention_core.models.site_build import WEBSITE_BUILD_ENV  # noqa: E402  (the book's own package)
 
 
 def notebooks() -> list[Path]:

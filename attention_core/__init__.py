@@ -1,22 +1,22 @@
 """attention_core: the attention mechanisms of the book, small, tested, and readable.
 
-Every chapter imports from here; ``attention_core.viz`` draws and
-``attention_core.explorers`` wires controls to both.
+Every chapter imports from here; ``attention_core.book.viz`` draws and
+``attention_core.book.explorers`` wires controls to both.
 """
 
-from .block import TransformerBlock, TransformerDecoderBlock
-from .delta import delta_rule_attention
-from .functional import eager_attention, scaled_dot_product_attention, softmax
-from .kernels import ATTENTION_FUNCTIONS
-from .kv_cache import KVCache, RollingKVCache, kv_cache_bytes
-from .kv_memory import KVLayout, kv_memory_bytes
-from .latent import LatentKVCache, MultiHeadLatentAttention
-from .masks import causal_mask, padding_mask, sliding_window_mask
-from .metrics import attention_entropy
-from .multihead import (MultiHeadAttention, grouped_query_attention, merge_heads, repeat_kv,
+from .nn.block import TransformerBlock, TransformerDecoderBlock
+from .nn.delta_rule import delta_rule_attention
+from .nn.functional import eager_attention, scaled_dot_product_attention, softmax
+from .nn.attention_functions import ATTENTION_FUNCTIONS
+from .nn.kv_cache import KVCache, RollingKVCache, kv_cache_bytes
+from .nn.kv_memory import KVLayout, kv_memory_bytes
+from .nn.latent_attention import LatentKVCache, MultiHeadLatentAttention
+from .nn.masks import causal_mask, padding_mask, sliding_window_mask
+from .nn.metrics import attention_entropy
+from .nn.multihead import (MultiHeadAttention, grouped_query_attention, merge_heads, repeat_kv,
                         split_heads)
-from .paged import PagedKVCache, paged_attention
-from .positional import (alibi_bias, alibi_slopes, apply_rotary, sinusoidal_encoding,
+from .nn.paged import PagedKVCache, paged_attention
+from .nn.positional import (alibi_bias, alibi_slopes, apply_rotary, sinusoidal_encoding,
                          sinusoidal_shift_matrix)
 
 __version__ = "0.1.0"

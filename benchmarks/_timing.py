@@ -7,7 +7,7 @@ import platform
 
 import torch
 
-from attention_core.measure import fitted_exponent, median_seconds, peak_memory_bytes  # noqa: F401
+from attention_core.models.measure import fitted_exponent, median_seconds, peak_memory_bytes  # noqa: F401
 
 
 def machine() -> str:

@@ -10,7 +10,7 @@ import torch
 
 from _timing import fitted_exponent, machine, median_seconds, peak_memory_bytes, steady_allocator
 from attention_core import ATTENTION_FUNCTIONS
-from attention_core.linear import pooling_projection
+from attention_core.nn.linear_attention import pooling_projection
 
 DENSE_LENGTHS = (4096, 8192, 16384, 32768)  # up to 4 GiB of weights
 LONG_LENGTHS = (16384, 32768, 65536, 131072)  # O(N) kernels: data beyond the 32 MiB L3 cache

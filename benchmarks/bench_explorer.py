@@ -13,11 +13,11 @@ import re
 import time
 
 from _timing import machine, median_seconds
-from attention_core import explorers
-from attention_core.models import TinyTransformer
-from attention_core.seq2seq import Seq2Seq
-from attention_core.toy_tasks import tokenize
-from attention_core.website import WEBSITE_BUILD_ENV
+from attention_core.book import explorers
+from attention_core.models.tiny_transformer import TinyTransformer
+from attention_core.models.seq2seq import Seq2Seq
+from attention_core.models.toy_tasks import tokenize
+from attention_core.models.site_build import WEBSITE_BUILD_ENV
 
 SENTENCE = tokenize("the cat sat on the mat because it was tired")
 
@@ -50,7 +50,7 @@ EXPLORERS = {
 @functools.cache
 def _minilm():
     # loading the weights is chapter 13's own cell, not the explorer's first display
-    from attention_core.pretrained import load_minilm
+    from attention_core.models.pretrained import load_minilm
 
     return load_minilm()
 

@@ -162,7 +162,7 @@ const done = arguments[arguments.length - 1];
             shown: img.naturalWidth ? min * img.clientWidth / img.naturalWidth : null,
             natural: img.naturalWidth, client: img.clientWidth};
   });
-  // (a') static figures (attention_core.static_figure): the rendering the browser picked,
+  // (a') static figures (attention_core.book.static_figure): the rendering the browser picked,
   // its smallest text in CSS px as shown, and how many panels it puts side by side
   const figs = [...document.querySelectorAll('.ac-figure img')];
   for (const img of figs) {
@@ -290,7 +290,7 @@ def test_static_figures_are_legible(server, reader, name):
     """Figures: text at least MIN_TEXT_PX as shown; a figure of panels side by side has a
     narrow (stacked) rendering, which a phone shows; a figure drawn once (one panel)
     may go down to SINGLE_PHONE_MIN_TEXT_PX on a phone; every image in a cell output was
-    measured (drawn by attention_core.viz.figure, a pyplot figure on the website, or an
+    measured (drawn by attention_core.book.viz.figure, a pyplot figure on the website, or an
     explorer)."""
     width, _ = reader
     page = measure(server, reader, name)
@@ -299,7 +299,7 @@ def test_static_figures_are_legible(server, reader, name):
         assert figure["min"] is not None and figure["shown"] is not None, f"{name}: {figure}"
         if figure["panels"] >= 2:
             assert figure["hasNarrow"], (f"{name}: a figure of {figure['panels']} panels side by side "
-                                         f"without a narrow rendering (use attention_core.viz.figure): {figure}")
+                                         f"without a narrow rendering (use attention_core.book.viz.figure): {figure}")
         phone = width < 600
         if phone and figure["hasNarrow"]:
             assert figure["layout"] == "narrow", f"{name} at {width} px: the phone got the wide rendering: {figure}"

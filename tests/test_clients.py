@@ -100,7 +100,7 @@ print("CLIENT-PROBE " + json.dumps({
 
 REDRAW_PROBE = """\
 import json
-from attention_core.explorers import basics_explorer
+from attention_core.book.explorers import basics_explorer
 _explorer = basics_explorer(["the", "cat", "sat", "down"])
 _view = _explorer.widget()
 _before = _view.image.value

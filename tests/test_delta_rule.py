@@ -100,7 +100,7 @@ def test_runs_on_the_meta_device(chunk_size):
 
 
 def test_recall_with_updates_marks_the_last_write_of_each_key():
-    from attention_core.toy_tasks import recall_with_updates
+    from attention_core.models.toy_tasks import recall_with_updates
 
     keys, k, v, latest = recall_with_updates(5, num_keys=4, num_writes=11, dim=8, seed=3)
     assert keys.shape == (5, 4, 8) and k.shape == v.shape == (5, 11, 8)

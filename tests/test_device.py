@@ -24,7 +24,13 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 import attention_core as ac
-from attention_core import flash, kv_cache, linear, masks, multihead, positional, sparse
+from attention_core.nn import flash
+from attention_core.nn import kv_cache
+from attention_core.nn import linear_attention as linear
+from attention_core.nn import masks
+from attention_core.nn import multihead
+from attention_core.nn import positional
+from attention_core.nn import sparse
 
 META = torch.device("meta")
 CPU = torch.device("cpu")
@@ -311,9 +317,9 @@ def test_from_torch_and_mean_pool_keep_the_device_and_dtype():
 
 def _tiny_transformer():
     try:
-        from attention_core.models import TinyTransformer
+        from attention_core.models.tiny_transformer import TinyTransformer
     except ImportError:
-        from attention_core.toy_tasks import TinyTransformer
+        from attention_core.models.toy_tasks import TinyTransformer
     return TinyTransformer
 
 
@@ -380,7 +386,7 @@ def test_linformer_refuses_a_projection_on_another_device():
 
 
 def test_encoder_decoder_attention_refuses_a_mask_on_another_device():
-    from attention_core import scoring
+    from attention_core.nn import scoring
 
     score = scoring.make_score("dot", 4, 4)
     query, keys = torch.randn(2, 4), torch.randn(2, 5, 4)
@@ -390,7 +396,7 @@ def test_encoder_decoder_attention_refuses_a_mask_on_another_device():
 
 
 def test_seq2seq_batches_go_where_they_are_asked():
-    from attention_core import seq2seq
+    from attention_core.models import seq2seq
 
     batch = seq2seq.encode_batch(["a b c", "d e"], device="meta")
     for t in (batch.src, batch.src_lengths, batch.tgt_in, batch.tgt_out):
@@ -484,7 +490,7 @@ def test_seeded_helpers_give_the_same_values_on_cuda():
 
 @cuda
 def test_models_run_on_cuda():
-    from attention_core import seq2seq
+    from attention_core.models import seq2seq
 
     model = seq2seq.Seq2Seq("luong", "general").cuda().eval()
     assert len(model.translate(["a b c"])[0]) <= 4  # greedy decoding on the GPU

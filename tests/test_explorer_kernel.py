@@ -9,9 +9,9 @@ from importlib.resources import files
 import numpy as np
 import pytest
 
-from attention_core.explorers import Explorer, basics_explorer, engine
-from attention_core.website import WEBSITE_BUILD_ENV
-from attention_core.toy_tasks import tokenize
+from attention_core.book.explorers import Explorer, basics_explorer, engine
+from attention_core.models.site_build import WEBSITE_BUILD_ENV
+from attention_core.models.toy_tasks import tokenize
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
@@ -75,7 +75,7 @@ def test_the_website_build_gets_every_frame_and_the_player(monkeypatch, explorer
         assert len(layout["images"]) == len(set(layout["images"])) <= len(layout["index"])
         assert all(i.startswith("data:image/png;base64,") for i in layout["images"])
     assert data["names"] == ["temperature τ", "tokens shown"]
-    player = files("attention_core.explorers").joinpath("player.js").read_text()
+    player = files("attention_core.book.explorers").joinpath("player.js").read_text()
     assert player.strip() in page  # shipped as package data, inlined once per explorer
     for label in data["names"]:
         assert f"<span>{label}</span>" in page

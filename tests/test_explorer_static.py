@@ -15,8 +15,8 @@ from types import SimpleNamespace
 import pytest
 from docutils import nodes
 
-from attention_core import explorers
-from attention_core.explorers.static import BREAKPOINT_PX, player_js, static_html
+from attention_core.book import explorers
+from attention_core.book.explorers.static import BREAKPOINT_PX, player_js, static_html
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "_ext"))

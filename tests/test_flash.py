@@ -7,7 +7,7 @@ import torch
 from torch.testing import assert_close
 
 from attention_core import causal_mask, scaled_dot_product_attention
-from attention_core.flash import flash_attention, flash_attention_lse, online_softmax
+from attention_core.nn.flash import flash_attention, flash_attention_lse, online_softmax
 
 
 def qkv(batch, L, S, E=8, Ev=6):
@@ -86,7 +86,7 @@ def test_bad_blocks_raise():
 
 
 def test_fitted_exponent_recovers_a_power_law():
-    from attention_core.measure import fitted_exponent
+    from attention_core.models.measure import fitted_exponent
 
     sizes = [256, 512, 1024, 2048]
     assert abs(fitted_exponent(sizes, [3e-6 * n**2 for n in sizes]) - 2) < 1e-9

@@ -22,7 +22,7 @@ def test_import_attention_core_loads_no_plotting_or_widgets():
 
 
 def test_the_book_machinery_loads_them_when_used():
-    assert "matplotlib" in loaded_after("import attention_core.viz")
+    assert "matplotlib" in loaded_after("import attention_core.book.viz")
 
 
 def test_import_contracts_hold():

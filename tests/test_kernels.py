@@ -14,7 +14,7 @@ from torch.testing import assert_close
 
 import attention_core as ac
 from attention_core import ATTENTION_FUNCTIONS, sliding_window_mask
-from attention_core.linear import kernel_attention_weights, pooling_projection
+from attention_core.nn.linear_attention import kernel_attention_weights, pooling_projection
 
 B, H, T, E, Ev, R = 2, 3, 24, 8, 5, 6
 
@@ -130,7 +130,7 @@ def test_eager_attention_is_the_maths_of_the_public_function():
 
 
 def test_flash_lse_is_the_logsumexp_of_the_scores():
-    from attention_core.flash import flash_attention_lse
+    from attention_core.nn.flash import flash_attention_lse
 
     q, k, v = qkv(L=9, S=13)
     out, lse = flash_attention_lse(q, k, v, block_q=4, block_k=5)

@@ -6,7 +6,7 @@ from torch.testing import assert_close
 
 from attention_core import (KVCache, MultiHeadAttention, grouped_query_attention, kv_cache_bytes,
                             repeat_kv, scaled_dot_product_attention)
-from attention_core.multihead import mean_pool_kv_heads
+from attention_core.nn.multihead import mean_pool_kv_heads
 
 
 @pytest.mark.parametrize("num_kv_heads", [4, 2, 1])

@@ -5,7 +5,7 @@ chapter-9 formula, kv_cache_bytes, which it reuses."""
 import pytest
 
 from attention_core import KVLayout, kv_cache_bytes, kv_memory_bytes
-from attention_core.kv_memory import PUBLISHED, variants
+from attention_core.models.serving import PUBLISHED, variants
 
 GiB = 2**30
 

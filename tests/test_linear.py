@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from attention_core import scaled_dot_product_attention
-from attention_core.linear import (elu_feature_map, kernel_attention_weights, linear_attention,
+from attention_core.nn.linear_attention import (elu_feature_map, kernel_attention_weights, linear_attention,
                                    linformer_attention, performer_feature_map, random_features,
                                    sequence_projection)
 
@@ -157,7 +157,7 @@ def test_linformer_bad_parameters(call, message):
 
 
 def test_pooling_projection_averages_segments():
-    from attention_core.linear import pooling_projection
+    from attention_core.nn.linear_attention import pooling_projection
 
     assert torch.equal(pooling_projection(5, 5), torch.eye(5))
     P = pooling_projection(3, 10)

@@ -1,4 +1,4 @@
-"""The models of attention_core.models and the loop of attention_core.training."""
+"""The models of attention_core.models.tiny_transformer and the loop of attention_core.models.training."""
 
 import ast
 from pathlib import Path
@@ -7,10 +7,10 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from attention_core.block import TransformerBlock
-from attention_core.models import POSITIONAL, TinyTransformer
-from attention_core.multihead import MultiHeadAttention
-from attention_core.training import train_model
+from attention_core.nn.block import TransformerBlock
+from attention_core.models.tiny_transformer import POSITIONAL, TinyTransformer
+from attention_core.nn.multihead import MultiHeadAttention
+from attention_core.models.training import train_model
 
 
 def test_block_equals_a_hand_composed_pre_norm_block():

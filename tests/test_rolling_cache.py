@@ -114,7 +114,7 @@ def test_runs_on_the_meta_device():
 
 
 def test_streaming_mask_is_window_or_sink_and_causal():
-    from attention_core.kv_cache import streaming_mask
+    from attention_core.nn.kv_cache import streaming_mask
 
     for window, num_sinks in ((1, 0), (3, 2), (5, 9)):
         reference = streaming_reference(9, window, num_sinks)
@@ -130,7 +130,7 @@ def streaming_reference(T, window, num_sinks):
 
 
 def test_seen_recently_task_by_hand():
-    from attention_core.toy_tasks import seen_recently_batch
+    from attention_core.models.toy_tasks import seen_recently_batch
 
     x, y = seen_recently_batch(64, 12, 5, lookback=3, generator=torch.Generator().manual_seed(0))
     assert (x[:, 0] == 0).all() and x[:, 1:].min() >= 1 and x.max() <= 4

@@ -1,12 +1,12 @@
 """Chapter 2's gradient claims: what reaches the queries, row by row, with and without
-the 1/sqrt(d_k) scale (attention_core.scaling.query_gradient_norms)."""
+the 1/sqrt(d_k) scale (attention_core.models.scaling.query_gradient_norms)."""
 
 import math
 
 import torch
 
-from attention_core.functional import softmax
-from attention_core.scaling import (query_gradient_norms, random_queries_keys, random_scores,
+from attention_core.nn.functional import softmax
+from attention_core.models.scaling import (query_gradient_norms, random_queries_keys, random_scores,
                                     softmax_gradient, softmax_saturation)
 
 

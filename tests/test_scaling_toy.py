@@ -5,8 +5,8 @@ import math
 import pytest
 import torch
 
-from attention_core.scaling import score_variance, softmax_gradient, softmax_saturation
-from attention_core.toy_tasks import (head_roles, reverse_and_shift_accuracy, reverse_and_shift_batch,
+from attention_core.models.scaling import score_variance, softmax_gradient, softmax_saturation
+from attention_core.models.toy_tasks import (head_roles, reverse_and_shift_accuracy, reverse_and_shift_batch,
                                       train_reverse_and_shift, tokenize, word_embeddings)
 
 

@@ -6,8 +6,8 @@ import math
 import pytest
 import torch
 
-from attention_core.scoring import SCORES, attend, make_score
-from attention_core.seq2seq import (BOS, EOS, PAD, TARGET_OF, Seq2Seq, encode_batch, exact_match,
+from attention_core.nn.scoring import SCORES, attend, make_score
+from attention_core.models.seq2seq import (BOS, EOS, PAD, TARGET_OF, Seq2Seq, encode_batch, exact_match,
                                     random_sentences, train_seq2seq, translate)
 
 
@@ -163,7 +163,7 @@ def test_bad_parameters_raise_clear_errors(call, message):
 
 
 def test_alignment_explorer_takes_typed_sentences_and_rejects_bad_ones():
-    from attention_core.explorers import alignment_explorer
+    from attention_core.book.explorers import alignment_explorer
 
     models = {"bahdanau": Seq2Seq("bahdanau", hidden_size=8, embed_dim=4).eval(),
               "luong": Seq2Seq("luong", "dot", hidden_size=8, embed_dim=4).eval()}
@@ -180,7 +180,7 @@ def test_alignment_explorer_takes_typed_sentences_and_rejects_bad_ones():
 
 
 def test_alignment_accuracy_scores_the_reversed_diagonal():
-    from attention_core.seq2seq import alignment_accuracy
+    from attention_core.models.seq2seq import alignment_accuracy
 
     class Fixed(Seq2Seq):
         """Returns chosen weights: the right source word, or its left neighbour."""
@@ -214,7 +214,7 @@ def test_every_decoder_step_has_one_signature(kind):
     """Each entry of DECODERS is a step ``(model, y, state, h, mask, c) -> (logits, state,
     weights or None)``; ``Seq2Seq.step`` is that function, and only the attending
     decoders have a score and give weights."""
-    from attention_core.seq2seq import DECODERS, TARGET_VOCAB
+    from attention_core.models.seq2seq import DECODERS, TARGET_VOCAB
 
     model = Seq2Seq(kind, "general", hidden_size=8, embed_dim=4).eval()
     batch = encode_batch(["a b c", "d e"])

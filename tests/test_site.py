@@ -61,7 +61,7 @@ SINGLE_PHONE_FLOOR_PX = 7  # a one-panel figure drawn once, on a phone
 @pytest.mark.parametrize("chapter", CHAPTERS)
 def test_figures_are_legible_on_a_desktop_and_a_phone(site, chapter):
     """Every image in a cell output carries the size of its smallest text (drawn by
-    attention_core.viz.figure, a pyplot figure on the website, or an explorer); a figure
+    attention_core.book.viz.figure, a pyplot figure on the website, or an explorer); a figure
     of panels side by side has a narrow rendering for phones; at the size each rendering
     is shown, text is at least 9 CSS px (7 on a phone for a one-panel figure drawn once)."""
     soup = BeautifulSoup((site / "chapters" / f"{chapter}.html").read_text(), "html.parser")
@@ -212,9 +212,9 @@ def test_reference_pages_exist(site):
         assert must.lower() in text.lower(), f"{name}.html lacks {must!r}"
     api = BeautifulSoup((site / "api.html").read_text(), "html.parser")
     documented = {dt.get("id") for dt in api.select("dt[id]")}
-    for name in ("attention_core.functional.scaled_dot_product_attention", "attention_core.masks.causal_mask",
-                 "attention_core.multihead.MultiHeadAttention", "attention_core.flash.flash_attention",
-                 "attention_core.exercises.check_softmax"):
+    for name in ("attention_core.nn.functional.scaled_dot_product_attention", "attention_core.nn.masks.causal_mask",
+                 "attention_core.nn.multihead.MultiHeadAttention", "attention_core.nn.flash.flash_attention",
+                 "attention_core.book.exercises.check_softmax"):
         assert name in documented, name
 
 

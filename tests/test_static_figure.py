@@ -1,4 +1,4 @@
-"""Static figures for a desktop and a phone (attention_core.static_figure), without a
+"""Static figures for a desktop and a phone (attention_core.book.static_figure), without a
 book build: a figure drawn side by side and stacked, text legible at the size each
 rendering is shown, the right view in a live kernel and on the website, pyplot figures
 measured on the website, and frames written as files by the site's extension."""
@@ -11,8 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attention_core import static_figure, viz
-from attention_core.website import WEBSITE_BUILD_ENV
+from attention_core.book import static_figure
+from attention_core.book import viz
+from attention_core.models.site_build import WEBSITE_BUILD_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "_ext"))

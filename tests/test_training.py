@@ -5,10 +5,10 @@ import re
 import pytest
 import torch
 
-from attention_core.models import TinyTransformer
-from attention_core.toy_tasks import reverse_and_shift_batch
-from attention_core.training import train_model
-from attention_core.website import WEBSITE_BUILD_ENV
+from attention_core.models.tiny_transformer import TinyTransformer
+from attention_core.models.toy_tasks import reverse_and_shift_batch
+from attention_core.models.training import train_model
+from attention_core.models.site_build import WEBSITE_BUILD_ENV
 
 BAR = re.compile(r"\d+/\d+ \[\d\d:\d\d<|it/s")  # what tqdm's text bar prints
 
@@ -83,7 +83,7 @@ def test_warmup_steps_must_be_a_count():
 
 
 def test_one_thread_runs_the_block_on_one_thread_and_restores_the_count():
-    from attention_core.measure import one_thread
+    from attention_core.models.measure import one_thread
 
     before = torch.get_num_threads()
     with one_thread():

@@ -40,7 +40,7 @@ class TransformerBlock(nn.Module):
     ``mlp`` is ``Linear(D, ff_dim) -> activation -> Dropout -> Linear(ff_dim, D)``,
     applied to every position alone; ``dropout`` also drops attention weights, as in
     ``nn.TransformerEncoderLayer``. ``num_kv_heads`` (GQA/MQA) and ``rope`` go to
-    :class:`~attention_core.multihead.MultiHeadAttention`; ``layer_norm_eps`` to both
+    :class:`~attention_core.nn.multihead.MultiHeadAttention`; ``layer_norm_eps`` to both
     LayerNorms (BERT uses 1e-12).
     """
 
@@ -70,7 +70,7 @@ class TransformerBlock(nn.Module):
                 is_causal: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
         """``x (B, T, D)`` -> ``(output (B, T, D), weights (B, H, T, T))``; ``attn_mask``
         (True = may attend, or a float bias) and ``is_causal`` as in
-        :func:`~attention_core.functional.scaled_dot_product_attention`."""
+        :func:`~attention_core.nn.functional.scaled_dot_product_attention`."""
         if self.norm_first:
             attended, weights = self.attn(self.norm1(x), attn_mask=attn_mask, is_causal=is_causal)
             x = x + self.dropout(attended)  # (B, T, D): attention adds to the stream
@@ -187,30 +187,3 @@ def _activation_name(activation) -> str:
                                       getattr(activation, "approximate", "none") == "none"):
             return name
     raise ValueError(f"the layer's activation must be relu or gelu (exact), got {activation!r}")
-
-
-def stack_statistics(norm_first: bool, depth: int, embed_dim: int = 64, num_heads: int = 4,
-                     vocab_size: int = 16, seq_len: int = 16, batch_size: int = 16,
-                     seed: int = 0) -> tuple[list[float], list[float]]:
-    """An untrained stack of ``depth`` causal blocks (with one final LayerNorm if
-    pre-norm) under a next-token-style cross-entropy on random tokens (Xiong et al.,
-    2020's setting at initialisation). Returns ``(stream, grads)``: the mean norm of a
-    token's vector after the embedding and after each block (``depth + 1`` numbers),
-    and the gradient norm of each block's weights (``depth`` numbers)."""
-    check_positive_int("depth", depth)
-    torch.manual_seed(seed)
-    embed = nn.Embedding(vocab_size, embed_dim)
-    blocks = nn.ModuleList(TransformerBlock(embed_dim, num_heads, 4 * embed_dim, norm_first=norm_first)
-                           for _ in range(depth))
-    final = nn.LayerNorm(embed_dim) if norm_first else nn.Identity()  # pre-norm ends with one norm
-    head = nn.Linear(embed_dim, vocab_size)
-    g = torch.Generator().manual_seed(seed + 100)
-    x, y = torch.randint(0, vocab_size, (2, batch_size, seq_len), generator=g)  # (B, T) each
-    h = embed(x)  # (B, T, D)
-    stream = [h.norm(dim=-1).mean().item()]
-    for block in blocks:
-        h, _ = block(h, is_causal=True)
-        stream.append(h.norm(dim=-1).mean().item())
-    F.cross_entropy(head(final(h)).flatten(0, 1), y.flatten()).backward()
-    grads = [torch.cat([p.grad.flatten() for p in b.parameters()]).norm().item() for b in blocks]
-    return stream, grads

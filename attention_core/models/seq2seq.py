@@ -38,8 +38,8 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from ._checks import check_positive_int
-from .scoring import attend, make_score
+from ..nn._checks import check_positive_int
+from ..nn.scoring import attend, make_score
 from .training import train_model
 
 PAD, BOS, EOS = 0, 1, 2
@@ -179,7 +179,7 @@ class Seq2Seq(nn.Module):
     Args:
         attention: the decoder, a name in :data:`DECODERS`: ``"none"``, ``"bahdanau"``
             or ``"luong"``.
-        score: a name in :data:`~attention_core.scoring.SCORES` (ignored for ``"none"``).
+        score: a name in :data:`~attention_core.nn.scoring.SCORES` (ignored for ``"none"``).
         embed_dim, hidden_size: sizes D and d_h (Dh even: Dh/2 per encoder direction).
     """
 

@@ -1,6 +1,6 @@
 """The book's explorers, one per chapter. Each is a ``compute`` (the maths, from
-``attention_core``), a panel from :mod:`attention_core.viz` (the drawing) and its
-controls; :class:`~attention_core.explorers.engine.Explorer` does the rest.
+``attention_core``), a panel from :mod:`attention_core.book.viz` (the drawing) and its
+controls; :class:`~attention_core.book.explorers.engine.Explorer` does the rest.
 """
 
 from __future__ import annotations
@@ -14,18 +14,19 @@ import numpy as np
 import torch
 
 from .. import viz
-from ..block import stack_statistics
-from ..flash import online_softmax
-from ..functional import scaled_dot_product_attention
-from ..kv_cache import kv_cache_bytes
-from ..kv_memory import kv_memory_bytes, variants
-from ..masks import causal_mask, padding_mask, sliding_window_mask
-from ..multihead import MultiHeadAttention
-from ..positional import sinusoidal_encoding
-from ..scaling import random_scores, softmax_saturation
-from ..seq2seq import TARGET_VOCAB, encode_batch, translate
-from ..sparse import density, dilated_window_mask, fixed_mask, global_mask, layers_from, random_mask, strided_mask
-from ..toy_tasks import head_roles, reverse_and_shift_batch, word_embeddings
+from ...models.stack_statistics import stack_statistics
+from ...nn.flash import online_softmax
+from ...nn.functional import scaled_dot_product_attention
+from ...nn.kv_cache import kv_cache_bytes
+from ...models.serving import variants
+from ...nn.kv_memory import kv_memory_bytes
+from ...nn.masks import causal_mask, padding_mask, sliding_window_mask
+from ...nn.multihead import MultiHeadAttention
+from ...nn.positional import sinusoidal_encoding
+from ...models.scaling import random_scores, softmax_saturation
+from ...models.seq2seq import TARGET_VOCAB, encode_batch, translate
+from ...nn.sparse import density, dilated_window_mask, fixed_mask, global_mask, layers_from, random_mask, strided_mask
+from ...models.toy_tasks import head_roles, reverse_and_shift_batch, word_embeddings
 from .engine import Explorer
 
 
@@ -155,7 +156,7 @@ def heads_explorer(models: Mapping[int, Any], seq_len: int, vocab_size: int,
 def block_explorer(depths=(2, 4, 8, 16, 32), seed: int = 0) -> Explorer:
     """Chapter 6: norm placement and depth over the residual stream's size after each
     block and each block's gradient norm, in an untrained stack
-    (:func:`~attention_core.block.stack_statistics`, one seed)."""
+    (:func:`~attention_core.models.stack_statistics.stack_statistics`, one seed)."""
     depths = list(depths)
     stats = {(norm, d): stack_statistics(norm == "pre-norm", d, seed=seed)
              for norm in ("pre-norm", "post-norm") for d in depths}
@@ -195,7 +196,7 @@ def kv_sharing_explorer(num_heads: int = 32, head_dim: int = 128, num_layers: in
 
 
 def kv_memory_explorer(contexts=(1024, 8192, 65536, 262144), **shape) -> Explorer:
-    """Chapter 12: the KV cache of every variant of :func:`~attention_core.kv_memory.variants`
+    """Chapter 12: the KV cache of every variant of :func:`~attention_core.models.serving.variants`
     (a model of the given ``shape``, 16-bit, batch 1) against context length; pick a
     variant and a context."""
     layouts = variants(**shape)
@@ -234,7 +235,7 @@ def positional_explorer(d_models=(16, 32, 64, 128), bases=(100.0, 1000.0, 10000.
 
 def tile_states(seq_len: int, block: int, done: int) -> tuple[np.ndarray, int]:
     """Chapter 11's picture of one query block: ``(state (L, L), tracked row)`` with the
-    codes of :data:`attention_core.viz.TILE_STATES`; the tracked query block is the
+    codes of :data:`attention_core.book.viz.TILE_STATES`; the tracked query block is the
     middle one and ``done`` of its key blocks have been read."""
     tracked = (seq_len // block // 2) * block  # first row of a query block in the middle
     state = np.zeros((seq_len, seq_len))
@@ -310,7 +311,7 @@ def sparse_mask_explorer(lengths=(32, 64), sizes=(2, 4, 8), num_globals=(0, 2),
 
 
 class AlignmentExplorer(Explorer):
-    """An :class:`~attention_core.explorers.engine.Explorer` whose live view also has a text box: type a source sentence,
+    """An :class:`~attention_core.book.explorers.engine.Explorer` whose live view also has a text box: type a source sentence,
     press Enter, and it joins the examples (bad input gets a message naming the
     allowed words instead of a traceback)."""
 
@@ -346,7 +347,7 @@ class AlignmentExplorer(Explorer):
 
 def alignment_explorer(models: Mapping[str, Any], sentences: Sequence[str]) -> AlignmentExplorer:
     """Chapter 7: pick a source sentence and a trained attention model (name ->
-    :class:`~attention_core.seq2seq.Seq2Seq`); see its alignment, output words by
+    :class:`~attention_core.models.seq2seq.Seq2Seq`); see its alignment, output words by
     source words, and whether its translation is right. In a live kernel a text box
     takes new sentences."""
     for s in sentences:
@@ -372,7 +373,7 @@ def alignment_explorer(models: Mapping[str, Any], sentences: Sequence[str]) -> A
 
 def pretrained_explorer(model, tokenizer, sentences: Sequence[str]) -> Explorer:
     """Chapter 13: a sentence and a layer of a pretrained encoder
-    (:func:`attention_core.pretrained.load_minilm`) over all the layer's heads (the mean
+    (:func:`attention_core.models.pretrained.load_minilm`) over all the layer's heads (the mean
     weight each key receives, one row per head) and the layer's weights averaged over
     heads. The model runs once per sentence, here; a frame only picks a layer.
 

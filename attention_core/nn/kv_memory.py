@@ -12,7 +12,7 @@ The variants change one factor or the other:
 - cross-layer attention (Brandon et al. 2024): groups of ``share_every`` adjacent
   layers read one cache, so only one layer in each group stores it.
 
-Standard layers are counted by :func:`~attention_core.kv_cache.kv_cache_bytes`.
+Standard layers are counted by :func:`~attention_core.nn.kv_cache.kv_cache_bytes`.
 """
 
 from __future__ import annotations
@@ -90,33 +90,3 @@ def kv_memory_bytes(layout: KVLayout, seq_len: int, batch_size: int = 1,
                    for layers, held in ((num_global, seq_len), (num_local, held_local)) if layers)
     per_token = layout.bytes_per_token_and_layer(bytes_per_element)
     return batch_size * per_token * (num_global * seq_len + num_local * held_local)
-
-
-PUBLISHED: dict[str, KVLayout] = {
-    # Llama 3 8B (Meta 2024): 32 layers, GQA with 8 kv heads of 128.
-    "Llama 3 8B": KVLayout(num_layers=32, num_kv_heads=8, head_dim=128),
-    # Mistral 7B (Jiang et al. 2023): as Llama's shape, every layer a 4096-token window.
-    "Mistral 7B": KVLayout(num_layers=32, num_kv_heads=8, head_dim=128, window=4096),
-    # Gemma 3 27B (Gemma 3 team 2025): 62 layers, 16 kv heads of 128, 5 local (window 1024) : 1 global.
-    "Gemma 3 27B": KVLayout(num_layers=62, num_kv_heads=16, head_dim=128, window=1024, global_every=6),
-    # DeepSeek-V3 (DeepSeek-AI 2024): 61 MLA layers, kv_lora_rank 512 + rope 64.
-    "DeepSeek-V3": KVLayout(num_layers=61, kv_latent_dim=512, rope_dim=64),
-}
-"""Published attention configurations, as their model cards give them."""
-
-
-def variants(num_layers: int = 32, num_heads: int = 32, head_dim: int = 128,
-             window: int = 4096, num_sinks: int = 4) -> dict[str, KVLayout]:
-    """The book's variants on one model shape (default: a 7-8B model): MHA, GQA (8 kv
-    heads), MQA, MLA (DeepSeek-V2's ratio: ``d_c = 4 d_k``, ``d_R = d_k / 2``), GQA with a
-    sliding window, with sinks, and GQA with cross-layer sharing in pairs (CLA2)."""
-    gqa = {"num_layers": num_layers, "num_kv_heads": 8, "head_dim": head_dim}
-    return {
-        "MHA": KVLayout(num_layers, num_heads, head_dim),
-        "GQA-8": KVLayout(**gqa),
-        "MQA": KVLayout(num_layers, 1, head_dim),
-        "MLA": KVLayout(num_layers, kv_latent_dim=4 * head_dim, rope_dim=head_dim // 2),
-        "GQA-8 + window": KVLayout(**gqa, window=window),
-        "GQA-8 + window + sinks": KVLayout(**gqa, window=window, num_sinks=num_sinks),
-        "GQA-8 + CLA2": KVLayout(**gqa, share_every=2),
-    }

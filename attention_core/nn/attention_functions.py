@@ -21,7 +21,7 @@ from typing import Callable
 
 from .flash import flash_attention
 from .functional import scaled_dot_product_attention
-from .linear import linear_attention, linformer_attention
+from .linear_attention import linear_attention, linformer_attention
 from .sparse import lsh_attention, sliding_window_attention
 
 AttentionFunction = Callable[..., tuple]
@@ -36,18 +36,18 @@ ATTENTION_FUNCTIONS: dict[str, AttentionFunction] = {
 }
 """Name -> kernel ``fn(query, key, value, **options) -> (output, weights or None)``.
 
-- ``"eager"``: :func:`~attention_core.functional.scaled_dot_product_attention`; options
+- ``"eager"``: :func:`~attention_core.nn.functional.scaled_dot_product_attention`; options
   ``attn_mask``, ``is_causal``, ``scale``, ``dropout_p``; weights ``(..., L, S)``.
-- ``"flash"``: :func:`~attention_core.flash.flash_attention`; options ``attn_mask``,
+- ``"flash"``: :func:`~attention_core.nn.flash.flash_attention`; options ``attn_mask``,
   ``is_causal``, ``scale``, ``block_q``, ``block_k``; weights None.
-- ``"sliding_window"``: :func:`~attention_core.sparse.sliding_window_attention`; needs
+- ``"sliding_window"``: :func:`~attention_core.nn.sparse.sliding_window_attention`; needs
   ``window``; options ``attn_mask``, ``is_causal``, ``scale``, ``block_size``; weights None.
-- ``"linear"``: :func:`~attention_core.linear.linear_attention`; options
+- ``"linear"``: :func:`~attention_core.nn.linear_attention.linear_attention`; options
   ``feature_map``, ``is_causal``, ``chunk_size``, ``eps``; weights None.
-- ``"linformer"``: :func:`~attention_core.linear.linformer_attention`; needs
+- ``"linformer"``: :func:`~attention_core.nn.linear_attention.linformer_attention`; needs
   ``key_projection (proj_len, S)``; options ``value_projection``, ``scale``; weights
   ``(..., L, proj_len)``, over the ``proj_len`` projected positions rather than the S keys.
-- ``"lsh"``: :func:`~attention_core.sparse.lsh_attention`; needs ``num_buckets``;
+- ``"lsh"``: :func:`~attention_core.nn.sparse.lsh_attention`; needs ``num_buckets``;
   options ``chunk_size``, ``num_hashes``, ``seed``; ``key`` must be ``query`` (Reformer
   shares them); weights None.
 

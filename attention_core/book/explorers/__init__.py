@@ -1,12 +1,12 @@
 """Explorers: a figure driven by controls, live in a kernel and alive on the website.
 
-* :mod:`~attention_core.explorers.engine`: :class:`~attention_core.explorers.engine.Explorer` (state, figure, the
+* :mod:`~attention_core.book.explorers.engine`: :class:`~attention_core.book.explorers.engine.Explorer` (state, figure, the
   choice of view);
-* :mod:`~attention_core.explorers.live`: the ipywidgets view (ipywidgets 7.7+ and 8);
-* :mod:`~attention_core.explorers.static`: the website's view, frames rendered at
+* :mod:`~attention_core.book.explorers.live`: the ipywidgets view (ipywidgets 7.7+ and 8);
+* :mod:`~attention_core.book.explorers.static`: the website's view, frames rendered at
   build time and swapped by ``player.js``;
-* :mod:`~attention_core.explorers.chapters`: the book's explorers, one per chapter,
-  each a ``compute`` over a panel of :mod:`attention_core.viz`.
+* :mod:`~attention_core.book.explorers.chapters`: the book's explorers, one per chapter,
+  each a ``compute`` over a panel of :mod:`attention_core.book.viz`.
 """
 
 from .chapters import (SPARSE_PATTERNS, AlignmentExplorer, alignment_explorer, basics_explorer,

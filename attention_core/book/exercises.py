@@ -5,7 +5,7 @@ package's reference. On a mismatch it names the case, the input shapes, what was
 expected and what came back, and, when the wrong answer matches a typical mistake
 (forgot the scale, softmax over the wrong axis, mask inverted...), says which.
 
-    >>> from attention_core.exercises import check_softmax
+    >>> from attention_core.book.exercises import check_softmax
     >>> check_softmax(my_softmax)   # prints the verdict; truthy when every case passes
 """
 
@@ -17,7 +17,10 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from . import functional, masks, multihead, positional
+from ..nn import functional
+from ..nn import masks
+from ..nn import multihead
+from ..nn import positional
 
 
 @dataclass

@@ -2,7 +2,7 @@
 spreads through them over layers, and a sliding-window attention whose cost really
 grows as O(L * window).
 
-Patterns: the sliding window (:func:`~attention_core.masks.sliding_window_mask`),
+Patterns: the sliding window (:func:`~attention_core.nn.masks.sliding_window_mask`),
 its dilated version (Longformer, Beltagy et al. 2020), global tokens and random keys
 (BigBird, Zaheer et al. 2020), and the strided and fixed patterns of the Sparse
 Transformer (Child et al. 2019). Every mask is ``(L, L)`` bool, **True = may
@@ -47,7 +47,7 @@ def dilated_window_mask(L: int, window: int, dilation: int, causal: bool = False
 
     Each query still sees ``window`` keys on each side (``2 * window - 1`` in all), but
     spread over ``dilation`` times the distance (Longformer's dilated heads).
-    ``dilation=1`` is :func:`~attention_core.masks.sliding_window_mask`.
+    ``dilation=1`` is :func:`~attention_core.nn.masks.sliding_window_mask`.
     """
     check_positive_int("L", L)
     check_positive_int("window", window)

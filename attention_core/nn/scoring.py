@@ -14,7 +14,7 @@ Every score is a module with one signature, ``score(query (B, query_dim), keys (
 -> (B, S)``, chosen by name from :data:`SCORES`; :func:`attend` turns scores into weights
 (masking padded source positions) and a context vector. Which decoder state is the
 query (``u_{t-1}`` for Bahdanau, ``u_t`` for Luong) is the decoder's business:
-:mod:`attention_core.seq2seq`.
+:mod:`attention_core.models.seq2seq`.
 
 Shape legend: B batch, S source length, Dh hidden size of a recurrent network. In
 chapter 7 the decoder state (the query) and the encoder states (the keys) are all Dh

@@ -5,10 +5,10 @@ A chapter figure of several panels side by side is drawn for a desktop's content
 px. :func:`figure` draws a figure twice, like an explorer's frames: ``draw(fig,
 layout)`` puts the panels side by side (``layout="wide"``, 720 px) or stacked
 (``"narrow"``, 525 px shown at 358 px), each under the rcParams of
-:data:`attention_core.viz.LAYOUT_STYLE`. What a notebook shows:
+:data:`attention_core.book.viz.LAYOUT_STYLE`. What a notebook shows:
 
 * in a live kernel (Jupyter, Colab, Binder): the wide figure, as an ordinary PNG;
-* when the website is built (:func:`~attention_core.website.building_website`): a
+* when the website is built (:func:`~attention_core.models.site_build.building_website`): a
   ``<picture>`` whose ``<source media="(max-width: 600px)">`` is the narrow rendering
   and whose ``<img>`` is the wide one, with alt text, natural sizes, and per rendering
   ``data-min-text-px`` (the smallest text drawn, px at natural size) and
@@ -18,7 +18,7 @@ layout)`` puts the panels side by side (``layout="wide"``, 720 px) or stacked
 
 Every other matplotlib figure a chapter shows (``plt.show()``) gets the same
 ``text/html`` view with one rendering on the website (:func:`install_website_figures`,
-called when :mod:`attention_core.viz` is imported), so the site's tests can measure its
+called when :mod:`attention_core.book.viz` is imported), so the site's tests can measure its
 text and count its panels too.
 """
 
@@ -31,7 +31,7 @@ import io
 import math
 from typing import Any, Callable, Mapping
 
-from .website import building_website
+from ..models.site_build import building_website
 
 NARROW_MEDIA = "(max-width: 600px)"
 """Viewports where the narrow rendering is shown (the site's phone breakpoint)."""

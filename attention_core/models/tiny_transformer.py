@@ -1,6 +1,6 @@
 """Small transformers built from the package's attention, for the chapters to train.
 
-:class:`TinyTransformer` stacks pre-norm (or post-norm) blocks (:class:`~attention_core.block.TransformerBlock`)
+:class:`TinyTransformer` stacks pre-norm (or post-norm) blocks (:class:`~attention_core.nn.block.TransformerBlock`)
 over token embeddings and picks how token order enters from :data:`POSITIONAL`. The
 maths modules never import this one: models use attention, not the other way round.
 
@@ -16,8 +16,8 @@ from typing import Callable
 import torch
 from torch import nn
 
-from .block import TransformerBlock
-from .positional import alibi_bias, sinusoidal_encoding
+from ..nn.block import TransformerBlock
+from ..nn.positional import alibi_bias, sinusoidal_encoding
 
 
 # --- how token order enters ------------------------------------------------------
@@ -81,7 +81,7 @@ POSITIONAL: dict[str, Positional] = {
 
 
 class TinyTransformer(nn.Module):
-    """Pre-norm transformer blocks (:class:`~attention_core.block.TransformerBlock`, GELU MLP
+    """Pre-norm transformer blocks (:class:`~attention_core.nn.block.TransformerBlock`, GELU MLP
     of width 4D) reading a token sequence and
     predicting ``num_outputs`` tokens at each position. Every attention layer returns
     its weights, so chapters can draw them.

@@ -138,36 +138,3 @@ def paged_attention(query: torch.Tensor, cache: PagedKVCache, seqs, is_causal: b
         visible = visible & (j <= lengths.view(-1, 1, 1) - L + i)  # (B, L, S)
     return grouped_query_attention(query, keys.to(query.dtype), values.to(query.dtype),
                                    attn_mask=visible.unsqueeze(1))  # mask (B, 1, L or 1, S)
-
-
-def slot_usage(lengths, max_len: int, block_size: int) -> dict[str, float]:
-    """Memory of a batch of sequences ``lengths`` under two policies, in token slots:
-    pre-allocating ``max_len`` per sequence, or paging in blocks of ``block_size``.
-
-    Returns ``used`` (tokens), ``reserved_contiguous``, ``reserved_paged``, and
-    ``waste_contiguous`` / ``waste_paged``, the fraction of reserved slots holding no token.
-    """
-    check_positive_int("max_len", max_len)
-    check_positive_int("block_size", block_size)
-    lengths = [int(n) for n in lengths]
-    if not lengths or min(lengths) < 1 or max(lengths) > max_len:
-        raise ValueError(f"lengths must be non-empty and lie in [1, max_len={max_len}], got "
-                         f"{min(lengths, default=None)} .. {max(lengths, default=None)}")
-    used = sum(lengths)
-    contiguous = max_len * len(lengths)
-    paged = block_size * sum(math.ceil(n / block_size) for n in lengths)
-    return {"used": used, "reserved_contiguous": contiguous, "reserved_paged": paged,
-            "waste_contiguous": 1 - used / contiguous, "waste_paged": 1 - used / paged}
-
-
-def request_lengths(num_requests: int, max_len: int = 2048, median: float = 300.0,
-                    spread: float = 1.0, seed: int = 0) -> torch.Tensor:
-    """Synthetic request lengths (prompt plus answer, in tokens) for measuring cache
-    policies: log-normal with the given ``median`` and log-space standard deviation
-    ``spread``, clipped to ``[1, max_len]``; most chat requests are short and a few are
-    long (a long right tail, as in public chat logs). Seeded: ``(num_requests,)`` int64."""
-    check_positive_int("num_requests", num_requests)
-    check_positive_int("max_len", max_len)
-    g = torch.Generator().manual_seed(seed)
-    logs = math.log(median) + spread * torch.randn(num_requests, generator=g, dtype=torch.float64)
-    return logs.exp().round().clamp(1, max_len).long()

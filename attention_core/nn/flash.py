@@ -45,7 +45,7 @@ def flash_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                     attn_mask: torch.Tensor | None = None, is_causal: bool = False,
                     scale: float | None = None, block_q: int = 512,
                     block_k: int = 512) -> tuple[torch.Tensor, None]:
-    """Tiled exact attention: equal to :func:`~attention_core.functional.scaled_dot_product_attention`'s output,
+    """Tiled exact attention: equal to :func:`~attention_core.nn.functional.scaled_dot_product_attention`'s output,
     while holding at most a ``(..., block_q, block_k)`` tile of scores at a time.
 
     Same arguments and masking rules as ``scaled_dot_product_attention`` (bool mask,
@@ -55,7 +55,7 @@ def flash_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
 
     Returns:
         ``(output (..., L, Ev), None)``: the kernel contract of
-        :data:`~attention_core.kernels.ATTENTION_FUNCTIONS`, with no weights, since never
+        :data:`~attention_core.nn.attention_functions.ATTENTION_FUNCTIONS`, with no weights, since never
         forming them is the point. :func:`flash_attention_lse` also gives the logsumexp.
     """
     output, _ = flash_attention_lse(query, key, value, attn_mask, is_causal, scale, block_q, block_k)

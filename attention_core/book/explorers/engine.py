@@ -4,7 +4,7 @@ An explorer is three small things:
 
 * ``compute(**values) -> data``: the maths for one setting of the controls (calls
   ``attention_core``; knows nothing about drawing);
-* ``draw(fig, layout) -> update``: a panel from :mod:`attention_core.viz` that draws
+* ``draw(fig, layout) -> update``: a panel from :mod:`attention_core.book.viz` that draws
   the fixed parts once, side by side (``layout="wide"``) or stacked for a phone
   (``"narrow"``); ``update(**data)`` changes the artists in place;
 * ``controls``: name -> the values it steps through, or a function of the controls
@@ -14,12 +14,12 @@ An explorer is three small things:
 Its notebook output carries one of two views:
 
 * in a live kernel (Jupyter, Colab, Binder): the ipywidgets view
-  (:mod:`~attention_core.explorers.live`), which renders the one frame it shows, in
+  (:mod:`~attention_core.book.explorers.live`), which renders the one frame it shows, in
   the wide layout;
 * when the book's website is built: the static view
-  (:mod:`~attention_core.explorers.static`), every frame rendered once in both
+  (:mod:`~attention_core.book.explorers.static`), every frame rendered once in both
   layouts and swapped by a small player script, when
-  :func:`~attention_core.website.building_website` says the kernel builds the
+  :func:`~attention_core.models.site_build.building_website` says the kernel builds the
   website; nothing needs to be set in a reader's kernel.
 """
 
@@ -31,7 +31,7 @@ import math
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from ..static_figure import call_draw, recording_canvas
-from ..website import building_website
+from ...models.site_build import building_website
 
 Draw = Callable[..., Callable[..., None]]
 """``draw(fig, layout="wide") -> update``: draws the fixed parts of a figure, returns
@@ -108,7 +108,7 @@ class Explorer:
 
     Args:
         draw: ``draw(fig, layout="wide") -> update``, usually a panel of
-            :mod:`attention_core.viz` (a ``draw(fig)`` without ``layout`` draws both
+            :mod:`attention_core.book.viz` (a ``draw(fig)`` without ``layout`` draws both
             layouts the same way, at their sizes).
         compute: ``compute(**values) -> dict`` of keyword arguments for ``update``.
         controls: control name -> the values it steps through (the same list drives
@@ -119,9 +119,9 @@ class Explorer:
             spaces for underscores).
         figsize: size of the wide figure (inches; the live view and a desktop).
         narrow_figsize: size of the narrow figure (a phone; default: the wide one's
-            height doubled at :data:`attention_core.viz.LAYOUT_STYLE`'s narrow width).
+            height doubled at :data:`attention_core.book.viz.LAYOUT_STYLE`'s narrow width).
         dpi: resolution of the wide figure (default: that of
-            :data:`attention_core.viz.LAYOUT_STYLE`).
+            :data:`attention_core.book.viz.LAYOUT_STYLE`).
         alt: what the figure shows, for screen readers; the current values are added.
     """
 

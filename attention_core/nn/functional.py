@@ -106,7 +106,7 @@ def scaled_dot_product_attention(
         attn_mask: bool, True = may attend, or float added to the scores;
             broadcasts to ``(..., L, S)`` and lies on the inputs' device (else a
             ``ValueError`` naming both devices).
-        is_causal: apply :func:`~attention_core.masks.causal_mask` ``(L, S)`` (queries aligned to the end
+        is_causal: apply :func:`~attention_core.nn.masks.causal_mask` ``(L, S)`` (queries aligned to the end
             of the keys when ``L < S``); combines with ``attn_mask`` by AND.
         scale: multiplies the scores; default ``1 / sqrt(E)``.
         dropout_p: dropout on the weights (pass 0 at evaluation time).

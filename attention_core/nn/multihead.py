@@ -51,7 +51,7 @@ class MultiHeadAttention(nn.Module):
     ``num_kv_heads=None`` is standard MHA; ``1`` is MQA; a divisor of ``num_heads``
     in between is GQA, where query head ``a`` uses kv head
     ``a // (num_heads // num_kv_heads)``. With ``rope=True``, rotary embeddings
-    (:func:`~attention_core.positional.apply_rotary`) are applied to queries and keys after projection.
+    (:func:`~attention_core.nn.positional.apply_rotary`) are applied to queries and keys after projection.
     ``device`` and ``dtype`` place the parameters, as in ``torch.nn.MultiheadAttention``
     (default: float32 on the CPU); inputs and masks must be on the parameters' device.
     """

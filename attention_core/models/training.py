@@ -12,7 +12,7 @@ from typing import Any, Callable
 import torch
 
 from .measure import one_thread
-from .website import building_website
+from .site_build import building_website
 
 
 def token_loss(model: torch.nn.Module, batch: tuple) -> torch.Tensor:
@@ -36,7 +36,7 @@ def train_model(model: torch.nn.Module, make_batch: Callable[[torch.Generator], 
     Vaswani et al., 2017, without its later decay); 0 keeps ``lr`` from the first step.
 
     ``progress`` shows a text tqdm bar on stdout in a kernel or a terminal; while the
-    website is built (:func:`~attention_core.website.building_website`) it prints one
+    website is built (:func:`~attention_core.models.site_build.building_website`) it prints one
     summary line instead, ``desc: N steps, loss first -> last``, since a page is read
     after the run and a bar's intermediate states would only clutter it.
     """

@@ -17,7 +17,7 @@ from typing import Sequence
 
 import torch
 
-from .metrics import attention_entropy
+from ..nn.metrics import attention_entropy
 
 HEAD_SCORES = ("previous", "next", "first", "last", "breadth")
 """The keys of :func:`head_scores`, in order."""

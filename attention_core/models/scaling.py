@@ -20,9 +20,9 @@ import math
 
 import torch
 
-from ._checks import check_positive_int
-from .functional import softmax
-from .metrics import attention_entropy
+from ..nn._checks import check_positive_int
+from ..nn.functional import softmax
+from ..nn.metrics import attention_entropy
 
 
 def random_queries_keys(d_k: int, num_rows: int, num_keys: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:

@@ -1,6 +1,6 @@
 """Synthetic data for the book, and the small tasks the chapters train models on:
 nothing is downloaded, everything is made here. The models are in
-:mod:`attention_core.models`, the training loop in :mod:`attention_core.training`.
+:mod:`attention_core.models.tiny_transformer`, the training loop in :mod:`attention_core.models.training`.
 
 Shape legend: B batch, T sequence length (tokens), D embedding dim (``d_model``),
 H heads, ``vocab_size`` vocabulary size.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from .models import TinyTransformer
+from .tiny_transformer import TinyTransformer
 from .training import train_model
 
 #: A tiny hand-made lexicon, in which each word is a sum of a few meaning directions.
