@@ -10,7 +10,7 @@ from jupyter-cache alike), writes each distinct frame once to
 pages or layouts are stored once) and puts the file's URL, relative to the page, in
 place of the data URI. The player (``player.js``) takes either form; the first frame
 is an ordinary ``<img src>`` and the rest are fetched when a control moves. Static
-figures (``attention_core.book.static_figure``: a ``<picture>`` with a wide and a narrow
+figures (``attention_core.book.viz.figures``: a ``<picture>`` with a wide and a narrow
 rendering) go the same way, so a phone fetches only the narrow PNG.
 """
 
@@ -27,7 +27,7 @@ from docutils import nodes
 
 FRAMES_DIR = "_static/explorer-frames"
 DATA_URI = re.compile(r"data:image/(png|webp);base64,([A-Za-z0-9+/]+=*)")
-MARKS = ('class="ac-explorer"', 'class="ac-figure"')  # explorers; static figures (attention_core.book.static_figure)
+MARKS = ('class="ac-explorer"', 'class="ac-figure"')  # explorers; static figures (book.viz.figures)
 
 
 def frame_file(data: bytes, ext: str, outdir: str) -> str:

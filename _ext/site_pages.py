@@ -35,7 +35,8 @@ logger = logging.getLogger(__name__)
 DESCRIPTION_CHARS = 160
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-NODE_MODULES = [os.environ.get("MATHJAX_NODE_MODULES", ""), str(ROOT / ".venv" / "mathjax-node" / "node_modules")]
+NODE_MODULES = [os.environ.get("MATHJAX_NODE_MODULES", ""),
+                str(ROOT / ".venv" / "mathjax-node" / "node_modules")]
 
 GENERIC = {
     "genindex": "Index of the terms and functions in Learn Attention.",
@@ -68,7 +69,7 @@ def tex_to_plain(tex: str) -> str:
     s = re.sub(r"\\[,;:!> ]|~", " ", s)
     s = re.sub(r"\\mathbb\{R\}", "ℝ", s)
     for _ in range(4):  # innermost first: \frac{\sqrt{a}}{b}
-        s = re.sub(r"\\(?:%s)\s*\{([^{}]*)\}" % "|".join(STRIP_COMMANDS), r"\1", s)
+        s = re.sub(rf"\\(?:{'|'.join(STRIP_COMMANDS)})\s*\{{([^{{}}]*)\}}", r"\1", s)
         s = re.sub(r"\\sqrt\s*\{([^{}]*)\}", lambda m: "√" + (m[1] if len(m[1]) <= 3 else f"({m[1]})"), s)
         s = re.sub(r"\\d?frac\s*\{([^{}]*)\}\s*\{([^{}]*)\}", r"\1/\2", s)
     s = re.sub(r"\\sqrt\s*(\w)", r"√\1", s)
@@ -114,7 +115,7 @@ def first_paragraph(doctree) -> str:
         parent, inside = para.parent, False
         while parent is not None:
             if isinstance(parent, skip) or "cell_output" in parent.get("classes", []) \
-                    or parent.tagname in ("container",) and "cell" in parent.get("classes", []):
+                    or (parent.tagname in ("container",) and "cell" in parent.get("classes", [])):
                 inside = True
                 break
             parent = parent.parent
@@ -189,7 +190,8 @@ RENDERER = MathRenderer()
 INLINE = re.compile(r'(<span class="math notranslate nohighlight"[^>]*>)\s*\\\((.*?)\\\)\s*(</span>)', re.S)
 DISPLAY = re.compile(r'(<div class="math notranslate nohighlight"[^>]*>)(.*?)(</div>)', re.S)
 BRACKETS = re.compile(r"\\\[(.*?)\\\]", re.S)
-MATHJAX_TAGS = re.compile(r'\s*<script>window\.MathJax = .*?</script>|\s*<script[^>]*src="[^"]*mathjax/tex-svg\.js[^"]*"[^>]*></script>')
+MATHJAX_TAGS = re.compile(r'\s*<script>window\.MathJax = .*?</script>'
+                          r'|\s*<script[^>]*src="[^"]*mathjax/tex-svg\.js[^"]*"[^>]*></script>')
 
 
 def typeset(output: str, pagename: str) -> str:
@@ -226,7 +228,7 @@ def image_size(app, name: str):
                 with Image.open(path) as im:
                     cache[name] = im.size
                 break
-            except Exception:  # noqa: BLE001 - missing or unreadable: try the next place
+            except Exception:  # missing or unreadable: try the next place
                 continue
     return cache[name]
 
@@ -247,7 +249,8 @@ def size_images(app, output: str) -> str:
 
 
 SYNC_SCRIPT = re.compile(r'<script((?:(?!\b(?:defer|async|type)\b)[^>])*?)\ssrc="([^"]+)"([^>]*)></script>')
-UNUSED_CSS = re.compile(r'\s*<link rel="stylesheet" type="text/css" href="[^"]*_static/sphinx-thebe\.css[^"]*" />')
+UNUSED_CSS = re.compile(r'\s*<link rel="stylesheet" type="text/css" '
+                        r'href="[^"]*_static/sphinx-thebe\.css[^"]*" />')
 
 
 def defer_scripts(output: str) -> str:
@@ -305,7 +308,7 @@ def on_build_finished(app, exception):
             from PIL import Image
             with Image.open(favicon) as im:
                 im.convert("RGBA").save(out / "favicon.ico", sizes=[(32, 32), (16, 16)])
-        except Exception:  # noqa: BLE001 - a PNG renamed .ico is still read by browsers
+        except Exception:  # a PNG renamed .ico is still read by browsers
             shutil.copy(favicon, out / "favicon.ico")
 
 

@@ -4,20 +4,25 @@ Every chapter imports from here; ``attention_core.book.viz`` draws and
 ``attention_core.book.explorers`` wires controls to both.
 """
 
+from .nn.attention_functions import ATTENTION_FUNCTIONS
 from .nn.block import TransformerBlock, TransformerDecoderBlock
 from .nn.delta_rule import delta_rule_attention
 from .nn.functional import eager_attention, scaled_dot_product_attention, softmax
-from .nn.attention_functions import ATTENTION_FUNCTIONS
+from .nn.heads import grouped_query_attention, merge_heads, repeat_kv, split_heads
 from .nn.kv_cache import KVCache, RollingKVCache, kv_cache_bytes
 from .nn.kv_memory import KVLayout, kv_memory_bytes
 from .nn.latent_attention import LatentKVCache, MultiHeadLatentAttention
 from .nn.masks import causal_mask, padding_mask, sliding_window_mask
 from .nn.metrics import attention_entropy
-from .nn.multihead import (MultiHeadAttention, grouped_query_attention, merge_heads, repeat_kv,
-                        split_heads)
+from .nn.multihead import MultiHeadAttention
 from .nn.paged import PagedKVCache, paged_attention
-from .nn.positional import (alibi_bias, alibi_slopes, apply_rotary, sinusoidal_encoding,
-                         sinusoidal_shift_matrix)
+from .nn.positional import (
+    alibi_bias,
+    alibi_slopes,
+    apply_rotary,
+    sinusoidal_encoding,
+    sinusoidal_shift_matrix,
+)
 
 __version__ = "0.1.0"
 

@@ -13,11 +13,12 @@ import re
 import time
 
 from _timing import machine, median_seconds
+
 from attention_core.book import explorers
-from attention_core.models.tiny_transformer import TinyTransformer
 from attention_core.models.seq2seq import Seq2Seq
-from attention_core.models.toy_tasks import tokenize
 from attention_core.models.site_build import WEBSITE_BUILD_ENV
+from attention_core.models.tiny_transformer import TinyTransformer
+from attention_core.models.toy_tasks import tokenize
 
 SENTENCE = tokenize("the cat sat on the mat because it was tired")
 

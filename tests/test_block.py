@@ -134,7 +134,8 @@ def test_from_torch_refuses_what_it_cannot_copy():
     with pytest.raises(ValueError, match="batch_first"):
         TransformerBlock.from_torch(nn.TransformerEncoderLayer(D, H, F))
     with pytest.raises(ValueError, match="activation"):
-        TransformerBlock.from_torch(nn.TransformerEncoderLayer(D, H, F, batch_first=True, activation=torch.tanh))
+        TransformerBlock.from_torch(nn.TransformerEncoderLayer(D, H, F, batch_first=True,
+                                                               activation=torch.tanh))
 
 
 # --- the decoder block against nn.TransformerDecoderLayer ---------------------------
@@ -161,7 +162,7 @@ def test_decoder_block_equals_pytorch_layer_causal(norm_first, activation):
     x, memory = torch.randn(B, T, D), torch.randn(B, S, D)
     hidden = nn.Transformer.generate_square_subsequent_mask(T)
     expected = layer(x, memory, tgt_mask=hidden, tgt_is_causal=True).detach()
-    out, weights, cross = ours(x, memory, is_causal=True)
+    out, (weights, cross) = ours(x, memory, is_causal=True)
     assert_close(out, expected, rtol=1e-5, atol=1e-5)
     assert weights.shape == (B, H, T, T) and (weights.triu(1) == 0).all()
     assert cross.shape == (B, H, T, S)
@@ -176,7 +177,7 @@ def test_decoder_block_memory_padding_equals_pytorch(norm_first):
     lengths = [5, 3, 1]
     keep = padding_mask(lengths, S)  # (B, 1, S): True at the encoder's real tokens
     expected = layer(x, memory, memory_key_padding_mask=~keep[:, 0]).detach()
-    out, _, cross = ours(x, memory, memory_mask=keep.unsqueeze(1))  # (B, 1, 1, S)
+    out, (_, cross) = ours(x, memory, memory_mask=keep.unsqueeze(1))  # (B, 1, 1, S)
     assert_close(out, expected, rtol=1e-5, atol=1e-5)
     for b, n in enumerate(lengths):
         assert (cross[b, :, :, n:] == 0).all()
@@ -184,15 +185,19 @@ def test_decoder_block_memory_padding_equals_pytorch(norm_first):
 
 def test_decoder_block_reads_memory_only_through_cross_attention():
     """Changing the encoder's output changes the decoder's output, and with the
-    cross-attention's output weights at zero it no longer does."""
+    cross-attention's output weights at zero it no longer does: it is then the encoder
+    block with the same weights."""
     torch.manual_seed(7)
     block = TransformerDecoderBlock(D, H, F).eval()
+    encoder = TransformerBlock(D, H, F).eval()
+    shared = {k: v for k, v in block.state_dict().items() if not k.startswith(("cross_attn.", "norm_cross."))}
+    encoder.load_state_dict(shared)  # strict: the shared sublayers have the same names
     x, m1, m2 = torch.randn(B, T, D), torch.randn(B, S, D), torch.randn(B, S, D)
     with torch.no_grad():
         assert not torch.allclose(block(x, m1)[0], block(x, m2)[0])
         block.cross_attn.out_proj.weight.zero_(), block.cross_attn.out_proj.bias.zero_()
         assert torch.equal(block(x, m1)[0], block(x, m2)[0])
-        assert torch.equal(block(x, m1)[0], TransformerBlock.forward(block, x)[0])
+        assert torch.equal(block(x, m1)[0], encoder(x)[0])
 
 
 def test_decoder_block_from_torch_refuses_an_encoder_layer():
@@ -204,7 +209,7 @@ def test_decoder_block_from_torch_refuses_an_encoder_layer():
 
 def test_decoder_block_on_meta_device():
     block = TransformerDecoderBlock(D, H, F, device="meta")
-    out, weights, cross = block(torch.empty(B, T, D, device="meta"), torch.empty(B, S, D, device="meta"))
+    out, (weights, cross) = block(torch.empty(B, T, D, device="meta"), torch.empty(B, S, D, device="meta"))
     assert {out.device.type, weights.device.type, cross.device.type} == {"meta"}
 
 
@@ -212,3 +217,50 @@ def test_decoder_block_names_a_bad_memory():
     block = TransformerDecoderBlock(D, H, F)
     with pytest.raises(ValueError, match="key"):
         block(torch.randn(B, T, D), torch.randn(B, S, D + 1))
+
+
+def test_decoder_block_is_a_sibling_with_the_same_sublayer_names():
+    """Not a subclass (its forward takes memory), but the same names and initialisation
+    order: a seeded decoder block starts with a seeded encoder block's weights."""
+    assert not issubclass(TransformerDecoderBlock, TransformerBlock)
+    torch.manual_seed(8)
+    encoder = TransformerBlock(D, H, F)
+    torch.manual_seed(8)
+    decoder = TransformerDecoderBlock(D, H, F)
+    names = list(decoder.state_dict())
+    assert names[:len(encoder.state_dict())] == list(encoder.state_dict())
+    assert {n.split(".")[0] for n in names} == {"norm1", "attn", "norm2", "mlp", "norm_cross", "cross_attn"}
+    for name, value in encoder.state_dict().items():
+        assert torch.equal(decoder.state_dict()[name], value)
+
+
+# --- decoding token by token with a KV cache ----------------------------------------
+
+
+@pytest.mark.parametrize("norm_first", [True, False])
+@pytest.mark.parametrize("rope", [False, True])
+def test_cached_decoding_equals_the_causal_forward(norm_first, rope):
+    torch.manual_seed(9)
+    block = TransformerBlock(D, H, F, norm_first=norm_first, num_kv_heads=2, rope=rope).double().eval()
+    x = torch.randn(B, T, D, dtype=torch.float64)
+    cache = block.attn.new_cache(B, max_len=T)
+    with torch.no_grad():
+        full, full_weights = block(x, is_causal=True)
+        for t in range(T):  # one token at a time: it sees itself and everything cached
+            step, weights = block(x[:, t:t + 1], kv_cache=cache)
+            assert_close(step, full[:, t:t + 1])
+            assert_close(weights, full_weights[:, :, t:t + 1, :t + 1])
+    assert cache.length == T
+
+
+def test_cached_decoding_after_a_prompt():
+    """A prompt of several tokens at once (causal), then one token at a time."""
+    torch.manual_seed(10)
+    block = TransformerBlock(D, H, F, rope=True).double().eval()
+    x = torch.randn(B, T, D, dtype=torch.float64)
+    cache = block.attn.new_cache(B, max_len=T)
+    with torch.no_grad():
+        full, _ = block(x, is_causal=True)
+        steps = [block(x[:, :4], is_causal=True, kv_cache=cache)[0]]
+        steps += [block(x[:, t:t + 1], kv_cache=cache)[0] for t in range(4, T)]
+    assert_close(torch.cat(steps, dim=1), full)

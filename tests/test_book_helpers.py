@@ -1,4 +1,4 @@
-"""The page helpers of ``attention_core.book``."""
+"""The page helpers of ``attention_core.book`` (``attention_core.book.pages``)."""
 
 from IPython.core.formatters import PlainTextFormatter
 

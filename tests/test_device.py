@@ -25,6 +25,7 @@ from torch.utils._pytree import tree_flatten
 
 import attention_core as ac
 from attention_core.nn import flash
+from attention_core.nn import heads
 from attention_core.nn import kv_cache
 from attention_core.nn import linear_attention as linear
 from attention_core.nn import masks
@@ -242,7 +243,7 @@ def _kernels():
             q, k, v, linear.sequence_projection(3, 8, device=q.device)),
         "lsh buckets": lambda q, k, v: sparse.lsh_buckets(q, 4, num_hashes=2),
         "lsh": lambda q, k, v: _lsh(q, v),
-        "grouped query": lambda q, k, v: multihead.grouped_query_attention(
+        "grouped query": lambda q, k, v: heads.grouped_query_attention(
             q.repeat(1, 2, 1, 1), k, v, is_causal=True),
         "apply_rotary": lambda q, k, v: positional.apply_rotary(q),
         "apply_rotary, positions": lambda q, k, v: positional.apply_rotary(
@@ -300,9 +301,21 @@ def test_multihead_attention_with_a_kv_cache_on_meta():
     mha = multihead.MultiHeadAttention(16, 4, 2, rope=True, device="meta")
     cache = kv_cache.KVCache(2, 2, 4, 8, device="meta")
     run_on(META, mha, torch.randn(2, 5, 16, device="meta"), is_causal=True, kv_cache=cache)
-    out, weights = run_on(META, mha, torch.randn(2, 1, 16, device="meta"), is_causal=True,
-                          kv_cache=cache)
+    _, weights = run_on(META, mha, torch.randn(2, 1, 16, device="meta"), is_causal=True,
+                        kv_cache=cache)
     assert weights.shape == (2, 4, 1, 6)
+
+
+def test_new_cache_and_a_flash_layer_run_on_meta():
+    for attention in ("eager", "flash"):
+        mha = multihead.MultiHeadAttention(16, 4, 2, rope=True, device="meta", attention=attention)
+        cache = mha.new_cache(2, 8)
+        assert cache.keys.device == META and cache.keys.dtype == mha.k_proj.weight.dtype
+        run_on(META, mha, torch.randn(2, 5, 16, device="meta"), is_causal=True, kv_cache=cache)
+        out, _ = run_on(META, mha, torch.randn(2, 1, 16, device="meta"), is_causal=True, kv_cache=cache)
+        assert out.shape == (2, 1, 16) and cache.length == 6
+        cache.reset()
+        assert cache.length == 0 and cache.keys.device == META
 
 
 def test_from_torch_and_mean_pool_keep_the_device_and_dtype():
@@ -337,7 +350,7 @@ def test_tiny_transformer_runs_on_meta(positional_kind):
     lambda q, k, v, m: ac.scaled_dot_product_attention(q, k, v, attn_mask=m),
     lambda q, k, v, m: ac.scaled_dot_product_attention(q.half(), k.half(), v.half(), attn_mask=m),
     lambda q, k, v, m: flash.flash_attention(q, k, v, attn_mask=m),
-    lambda q, k, v, m: multihead.grouped_query_attention(q, k, v, attn_mask=m),
+    lambda q, k, v, m: heads.grouped_query_attention(q, k, v, attn_mask=m),
 ], ids=["sdpa", "sdpa float16", "flash", "grouped query"])
 @pytest.mark.parametrize("mask", [lambda: masks.causal_mask(8, device="meta"),
                                   lambda: positional.alibi_bias(3, 8, device="meta")],
@@ -380,7 +393,7 @@ def test_kv_cache_refuses_keys_on_another_device():
 def test_linformer_refuses_a_projection_on_another_device():
     q, k, v = qkv("cpu")
     projection = linear.sequence_projection(3, 8, device="meta")
-    with pytest.raises(ValueError, match="key_projection|E ") as error:
+    with pytest.raises(ValueError, match=r"key_projection|E ") as error:
         linear.linformer_attention(q, k, v, projection)
     assert "meta" in str(error.value) and "cpu" in str(error.value)
 
@@ -463,6 +476,25 @@ def test_multihead_attention_from_torch_matches_on_cuda(dtype):
     assert got.is_cuda and weights.is_cuda
     tol = TOLERANCE[dtype]
     assert torch.allclose(got.float(), expected.float(), atol=tol, rtol=tol)
+
+
+@cuda
+@pytest.mark.parametrize("dtype", LOW_PRECISION_DTYPES)
+def test_cached_decoding_with_flash_matches_eager_on_cuda(dtype):
+    torch.manual_seed(0)
+    eager = multihead.MultiHeadAttention(16, 4, 2, rope=True, device="cuda", dtype=dtype).eval()
+    flash_layer = multihead.MultiHeadAttention(16, 4, 2, rope=True, device="cuda", dtype=dtype,
+                                               attention="flash").eval()
+    flash_layer.load_state_dict(eager.state_dict())
+    cache = flash_layer.new_cache(2, 6)
+    assert cache.keys.is_cuda and cache.keys.dtype == dtype
+    x = torch.randn(2, 6, 16, device="cuda", dtype=dtype)
+    with torch.no_grad():
+        full, _ = eager(x, is_causal=True)
+        steps = [flash_layer(x[:, t:t + 1], is_causal=True, kv_cache=cache)[0] for t in range(6)]
+        steps = torch.cat(steps, dim=1)
+    tol = TOLERANCE[dtype]
+    assert steps.is_cuda and torch.allclose(steps.float(), full.float(), atol=tol, rtol=tol)
 
 
 @cuda

@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from attention_core import (MultiHeadAttention, apply_rotary, attention_entropy, causal_mask,
-                            kv_cache_bytes, padding_mask, scaled_dot_product_attention,
-                            sinusoidal_encoding, sliding_window_mask)
+                            grouped_query_attention, kv_cache_bytes, padding_mask,
+                            scaled_dot_product_attention, sinusoidal_encoding, sliding_window_mask)
 
 q, k, v = torch.randn(2, 3, 4), torch.randn(2, 5, 4), torch.randn(2, 5, 6)
 sdpa = scaled_dot_product_attention
@@ -33,6 +33,10 @@ CASES = [
     ("MHA key batch", lambda: MultiHeadAttention(8, 2)(torch.randn(2, 3, 8), torch.randn(1, 3, 8)), ValueError, "must share B"),
     ("MHA rope odd head dim", lambda: MultiHeadAttention(6, 2, rope=True), ValueError, "even head_dim, got 3"),
     ("MHA mask shape", lambda: MultiHeadAttention(8, 2)(torch.randn(2, 3, 8), attn_mask=torch.ones(4, 4, dtype=torch.bool)), ValueError, r"attn_mask of shape \(4, 4\)"),
+    ("GQA kv heads do not divide", lambda: grouped_query_attention(torch.randn(1, 6, 3, 4), torch.randn(1, 4, 5, 4), torch.randn(1, 4, 5, 4)), ValueError, r"key's 4 heads must divide query's 6 heads .*query \(1, 6, 3, 4\), key \(1, 4, 5, 4\)"),
+    ("GQA 3-D query", lambda: grouped_query_attention(q, k, v), ValueError, r"query must have at least 4 dims, got shape \(2, 3, 4\)"),
+    ("MHA unknown attention", lambda: MultiHeadAttention(8, 2, attention="fast"), ValueError, r"attention must be one of \[.*'flash'.*\].*got 'fast'"),
+    ("MHA attention not a kernel", lambda: MultiHeadAttention(8, 2, attention=print), TypeError, "attention must be a name in"),
     ("causal L zero", lambda: causal_mask(0), ValueError, "L must be >= 1, got 0"),
     ("padding lengths too long", lambda: padding_mask([3, 9], 5), ValueError, r"lengths must lie in \[0, S=5\], got \[3, 9\]"),
     ("padding lengths 2-D", lambda: padding_mask([[1]], 5), ValueError, r"lengths must be a 1-D integer sequence, got shape \(1, 1\)"),

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from attention_core import exercises as ex
+from attention_core.book import exercises as ex
 
 
 def correct_softmax(x):
@@ -41,7 +41,7 @@ def sinusoidal(swap=False, half=False):
 
 def online(rescale=True, running_max=True, inverted=False):
     def fn(s, b):
-        m, l = -math.inf, 0.0
+        m, running_sum = -math.inf, 0.0
         for start in range(0, s.numel(), b):
             block = s[start:start + b]
             new = max(m, block.max().item()) if running_max else block.max().item()
@@ -51,9 +51,9 @@ def online(rescale=True, running_max=True, inverted=False):
                 factor = math.exp(new - m) if m > -math.inf else 0.0
             else:
                 factor = math.exp(m - new)
-            l = l * factor + torch.exp(block - new).sum().item()
+            running_sum = running_sum * factor + torch.exp(block - new).sum().item()
             m = new
-        return torch.exp(s - m) / l
+        return torch.exp(s - m) / running_sum
     return fn
 
 
@@ -135,8 +135,10 @@ CHECKS = [
     ]),
     (ex.check_self_attention,
      lambda x, q, k, v: torch.softmax((x @ q) @ (x @ k).T / math.sqrt(q.size(-1)), -1) @ (x @ v), [
-         (lambda x, q, k, v: torch.softmax((x @ q) @ (x @ k).T, -1) @ (x @ v), "forgot the 1/sqrt(d_k) scale"),
-         (lambda x, q, k, v: torch.softmax((x @ q) @ (x @ q).T / 2, -1) @ (x @ v), "used W_q for the keys"),
+         (lambda x, q, k, v: torch.softmax((x @ q) @ (x @ k).T, -1) @ (x @ v),
+          "forgot the 1/sqrt(d_k) scale"),
+         (lambda x, q, k, v: torch.softmax((x @ q) @ (x @ q).T / 2, -1) @ (x @ v),
+          "used W_q for the keys"),
          (lambda x, q, k, v: torch.softmax((x @ q) @ (x @ k).T / 2, 0) @ (x @ v), "wrong axis"),
      ]),
     (ex.check_causal_mask, lambda L: torch.ones(L, L, dtype=torch.bool).tril(), [
@@ -168,7 +170,8 @@ CHECKS = [
     (ex.check_sinusoidal_encoding, sinusoidal(), [
         (sinusoidal(swap=True), "swapped"),
         (sinusoidal(half=True), "exponent i/d_model"),
-        (lambda P, d: torch.cat((sinusoidal()(P, d)[:, 0::2], sinusoidal()(P, d)[:, 1::2]), -1), "concatenated"),
+        (lambda P, d: torch.cat((sinusoidal()(P, d)[:, 0::2], sinusoidal()(P, d)[:, 1::2]), -1),
+         "concatenated"),
     ]),
     (ex.check_online_softmax, online(), [
         (online(rescale=False), "not rescaled"),

@@ -75,7 +75,7 @@ def test_no_control_repeats_a_picture_under_a_new_readout(chapter):
 def test_tiling_reads_exactly_the_key_blocks_there_are():
     explorer = explorers.tiling_explorer()
     counts = {}
-    for indices, values in explorer.combinations():
+    for _indices, values in explorer.combinations():
         counts.setdefault((values["seq_len"], values["block"]), []).append(values["key_blocks_done"])
     for (seq_len, block), done in counts.items():
         assert done == list(range(1, seq_len // block + 1))
@@ -151,7 +151,9 @@ const snap = () => ({src: img.attrs.src, layout: img.dataset.layout, minText: im
   width: img.attrs.width, readouts: outputs.map((o) => o.textContent),
   valuetext: inputs.map((i) => i.attrs["aria-valuetext"]), max: inputs.map((i) => i.max)});
 const out = [snap()];
-for (const [n, v] of data.moves) { inputs[n].value = String(v); inputs[n].handlers.input(); out.push(snap()); }
+for (const [n, v] of data.moves) {
+  inputs[n].value = String(v); inputs[n].handlers.input(); out.push(snap());
+}
 console.log(JSON.stringify(out));
 """
 

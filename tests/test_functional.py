@@ -82,7 +82,7 @@ def test_causal_with_cache_is_lower_right():
     """L < S: the queries are the last L positions, as in PyTorch's causal_lower_right."""
     q, k, v = qkv((2,), 3, 7, 8, 8)
     lower_right = torch.ones(3, 7, dtype=torch.bool).tril(diagonal=7 - 3)
-    out, w = scaled_dot_product_attention(q, k, v, is_causal=True)
+    out, _ = scaled_dot_product_attention(q, k, v, is_causal=True)
     assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=lower_right))
     assert_close(causal_mask(3, 7), lower_right)
 

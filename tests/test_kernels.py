@@ -21,6 +21,7 @@ B, H, T, E, Ev, R = 2, 3, 24, 8, 5, 6
 # The options each kernel needs (or that make it testable here); shared by the tests below.
 OPTIONS = {
     "eager": {},
+    "grouped_query": {},
     "flash": {"block_q": 5, "block_k": 7},
     "sliding_window": {"window": 4, "block_size": 5},
     "linear": {},
@@ -71,7 +72,7 @@ def test_every_kernel_obeys_the_contract(name):
 
 def reference(name, q, k, v):
     """Each kernel's output computed independently of the package's kernels."""
-    if name in ("eager", "flash"):
+    if name in ("eager", "grouped_query", "flash"):
         return F.scaled_dot_product_attention(q, k, v)
     if name == "sliding_window":
         return F.scaled_dot_product_attention(q, k, v, attn_mask=sliding_window_mask(T, 4))
@@ -93,7 +94,7 @@ def test_every_kernel_equals_its_reference(name):
     assert_close(output, reference(name, q, k, v))
 
 
-@pytest.mark.parametrize("name", ["eager", "flash", "sliding_window", "linear"])
+@pytest.mark.parametrize("name", ["eager", "grouped_query", "flash", "sliding_window", "linear"])
 def test_causal_kernels_see_no_future(name):
     """is_causal: changing keys and values after position 10 leaves outputs 0..10 alone."""
     q, k, v = qkv()
@@ -103,7 +104,7 @@ def test_causal_kernels_see_no_future(name):
     assert_close(call(name, q, k2, v2, is_causal=True)[0][..., :11, :], out[..., :11, :])
 
 
-@pytest.mark.parametrize("name", ["eager", "flash", "sliding_window"])
+@pytest.mark.parametrize("name", ["eager", "grouped_query", "flash", "sliding_window"])
 def test_exact_kernels_take_an_attn_mask_like_torch(name):
     q, k, v = qkv()
     mask = torch.rand(B, 1, T, T, generator=torch.Generator().manual_seed(1)) > 0.3
@@ -111,6 +112,24 @@ def test_exact_kernels_take_an_attn_mask_like_torch(name):
     out, _ = call(name, q, k, v, attn_mask=mask)
     band = sliding_window_mask(T, 4) if name == "sliding_window" else torch.ones(T, T, dtype=torch.bool)
     assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=mask & band))
+
+
+@pytest.mark.parametrize("num_kv_heads", [1, 3])
+@pytest.mark.parametrize("kwargs", [{}, {"is_causal": True}, {"scale": 0.2}, {"attn_mask": "padding"}])
+def test_grouped_query_shares_each_kv_head_with_its_group(num_kv_heads, kwargs):
+    """Query head a reads kv head a // G: PyTorch's attention on kv heads repeated in place."""
+    g = torch.Generator().manual_seed(2)
+    q = torch.randn(B, 6, T, E, generator=g, dtype=torch.float64)
+    k = torch.randn(B, num_kv_heads, T, E, generator=g, dtype=torch.float64)
+    v = torch.randn(B, num_kv_heads, T, Ev, generator=g, dtype=torch.float64)
+    if kwargs.get("attn_mask") == "padding":
+        kwargs = {"attn_mask": ac.padding_mask([T, 5], T).unsqueeze(1)}  # (B, 1, 1, S)
+    G = 6 // num_kv_heads
+    out, weights = ATTENTION_FUNCTIONS["grouped_query"](q, k, v, **kwargs)
+    expected = F.scaled_dot_product_attention(q, k.repeat_interleave(G, 1), v.repeat_interleave(G, 1),
+                                              **kwargs)
+    assert out.shape == (B, 6, T, Ev) and weights.shape == (B, 6, T, T)
+    assert_close(out, expected)
 
 
 def test_eager_attention_is_the_maths_of_the_public_function():

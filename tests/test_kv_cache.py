@@ -1,11 +1,15 @@
-"""Incremental decoding with a KV cache equals full recomputation, for MHA, GQA and MQA."""
+"""Incremental decoding with a KV cache equals full recomputation, for MHA, GQA and MQA;
+every cache of the package follows one interface (length, nbytes, reset; append for head
+caches)."""
 
 import pytest
 import torch
 from torch.testing import assert_close
 
-from attention_core import (KVCache, MultiHeadAttention, grouped_query_attention, kv_cache_bytes,
+from attention_core import (KVCache, LatentKVCache, MultiHeadAttention, MultiHeadLatentAttention,
+                            PagedKVCache, RollingKVCache, grouped_query_attention, kv_cache_bytes,
                             repeat_kv, scaled_dot_product_attention)
+from attention_core.nn.kv_cache import Cache, HeadCache
 from attention_core.nn.multihead import mean_pool_kv_heads
 
 
@@ -48,6 +52,29 @@ def test_grouped_path_equals_repeated_kv(causal, L, S):
     assert_close(w, ref_w)
 
 
+def test_grouped_query_attention_takes_a_scale_and_pytorchs_names():
+    q = torch.randn(2, 6, 4, 8, dtype=torch.float64)
+    k, v = torch.randn(2, 2, 7, 8, dtype=torch.float64), torch.randn(2, 2, 7, 5, dtype=torch.float64)
+    out, w = grouped_query_attention(query=q, key=k, value=v, is_causal=True, scale=0.3)
+    ref = torch.nn.functional.scaled_dot_product_attention(
+        q, repeat_kv(k, 3), repeat_kv(v, 3), scale=0.3,
+        attn_mask=torch.ones(4, 7, dtype=torch.bool).tril(3))  # queries aligned to the end
+    assert out.shape == (2, 6, 4, 5) and w.shape == (2, 6, 4, 7)
+    assert_close(out, ref)
+
+
+@pytest.mark.parametrize("q_shape,k_shape,v_shape,message", [
+    ((2, 6, 4, 8), (2, 4, 7, 8), (2, 4, 7, 8), r"key's 4 heads must divide query's 6 heads"),
+    ((2, 6, 4, 8), (2, 3, 7, 5), (2, 3, 7, 8), "query and key must have the same last dim E"),
+    ((2, 6, 4, 8), (2, 3, 7, 8), (2, 3, 6, 8), "key and value must agree on all dims but the last"),
+    ((2, 6, 4, 8), (1, 3, 7, 8), (1, 3, 7, 8), "same batch size B"),
+    ((6, 4, 8), (3, 7, 8), (3, 7, 8), r"query must have at least 4 dims, got shape \(6, 4, 8\)"),
+])
+def test_grouped_query_attention_names_bad_input(q_shape, k_shape, v_shape, message):
+    with pytest.raises(ValueError, match=message):
+        grouped_query_attention(torch.randn(q_shape), torch.randn(k_shape), torch.randn(v_shape))
+
+
 def test_mean_pooling_conversion():
     mha = MultiHeadAttention(8, 4).double()
     gqa = mean_pool_kv_heads(mha, 2)
@@ -78,3 +105,60 @@ def test_kv_cache_bytes_of_published_models(config, per_token):
 def test_num_kv_heads_must_divide_num_heads():
     with pytest.raises(ValueError, match="num_kv_heads=3 must divide num_heads=8"):
         MultiHeadAttention(64, 8, num_kv_heads=3)
+
+
+# --- one cache interface ---------------------------------------------------------------
+
+
+def test_every_cache_follows_the_cache_protocol():
+    head_caches = [KVCache(1, 2, 4, 5), RollingKVCache(1, 2, 4, window=3, num_sinks=1),
+                   MultiHeadAttention(8, 2).new_cache(1, 5)]
+    for cache in head_caches:
+        assert isinstance(cache, HeadCache) and isinstance(cache, Cache)
+    for cache in (LatentKVCache(1, 8, 2, 5), MultiHeadLatentAttention(8, 2, 4).new_cache(1, 5),
+                  PagedKVCache(4, 2, 2, 4)):
+        assert isinstance(cache, Cache)
+    for cache in [*head_caches, LatentKVCache(1, 8, 2, 5), PagedKVCache(4, 2, 2, 4)]:
+        assert cache.length == 0 and cache.nbytes() == 0  # a new cache is empty
+    assert not isinstance(object(), Cache) and not isinstance(torch.zeros(1), Cache)
+
+
+def test_new_cache_is_a_kv_cache_on_the_parameters_device_and_dtype():
+    mha = MultiHeadAttention(16, 4, num_kv_heads=2, dtype=torch.float64)
+    cache = mha.new_cache(3, max_len=7)
+    assert isinstance(cache, KVCache) and cache.length == 0
+    assert cache.keys.shape == cache.values.shape == (3, 2, 7, 4)  # (B, Hkv, max_len, E)
+    assert cache.keys.dtype == torch.float64 and cache.keys.device == mha.k_proj.weight.device
+    on_meta = MultiHeadAttention(16, 4, device="meta").new_cache(1, 2)
+    assert on_meta.keys.device.type == "meta" and on_meta.keys.shape == (1, 4, 2, 4)
+
+
+def decode(mha, x, cache):
+    """Feed ``x (B, T, D)`` through ``mha`` one token at a time; return the outputs."""
+    with torch.no_grad():
+        return [mha(x[:, t:t + 1], is_causal=True, kv_cache=cache) for t in range(x.size(1))]
+
+
+@pytest.mark.parametrize("num_kv_heads", [4, 1])
+def test_reset_empties_the_cache_and_a_refilled_cache_equals_a_fresh_one(num_kv_heads):
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(16, 4, num_kv_heads=num_kv_heads, rope=True).double().eval()
+    first, second = torch.randn(2, 6, 16, dtype=torch.float64), torch.randn(2, 5, 16, dtype=torch.float64)
+    used = mha.new_cache(2, max_len=6)
+    decode(mha, first, used)
+    assert used.length == 6
+    used.reset()
+    assert used.length == 0 and used.nbytes() == 0
+    fresh = mha.new_cache(2, max_len=6)
+    for (a, wa), (b, wb) in zip(decode(mha, second, used), decode(mha, second, fresh)):
+        assert torch.equal(a, b) and torch.equal(wa, wb)
+    assert torch.equal(used.keys, fresh.keys) and torch.equal(used.values, fresh.values)
+
+
+def test_nbytes_counts_the_positions_cached():
+    cache = KVCache(2, 3, 4, max_len=10, dtype=torch.float16)
+    for T, total in ((4, 4), (1, 5), (5, 10)):
+        new = torch.zeros(2, 3, T, 4, dtype=torch.float16)
+        cache.append(new, new)
+        assert cache.length == total
+        assert cache.nbytes() == kv_cache_bytes(1, 3, 4, total, batch_size=2, bytes_per_element=2)

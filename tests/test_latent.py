@@ -68,6 +68,21 @@ def test_cached_decoding_equals_the_full_causal_forward(absorb):
     assert cache.length == 11
 
 
+def test_reset_empties_the_cache_and_a_refilled_cache_equals_a_fresh_one():
+    mla, inputs = model(), x()
+    used, fresh = mla.new_cache(2, max_len=11), mla.new_cache(2, max_len=11)
+    with torch.no_grad():
+        mla(inputs[:, :9], is_causal=True, kv_cache=used)
+        used.reset()
+        assert used.length == 0 and used.nbytes() == 0
+        for t in range(5):
+            a, wa = mla(inputs[:, t:t + 1], kv_cache=used, absorb=True)
+            b, wb = mla(inputs[:, t:t + 1], kv_cache=fresh, absorb=True)
+            assert torch.equal(a, b) and torch.equal(wa, wb)
+    assert torch.equal(used.buffer, fresh.buffer)
+    assert used.nbytes() == 2 * 5 * (C + R) * 8  # B * length * (latent + rope) * float64
+
+
 def test_the_cache_holds_only_latent_and_rotary_key():
     mla = model()
     cache = mla.new_cache(3, max_len=20)
@@ -114,7 +129,7 @@ def test_bad_input_names_the_argument():
     cache = mla.new_cache(1, 2)
     with pytest.raises(ValueError, match=r"cache full: 0 \+ 3 new positions exceed max_len=2"):
         mla(x(B=1, T=3), kv_cache=cache)
-    with pytest.raises(ValueError, match="latent .* and rope_key .* must be"):
+    with pytest.raises(ValueError, match=r"latent .* and rope_key .* must be"):
         cache.append(torch.zeros(1, 1, 5, dtype=torch.float64), torch.zeros(1, 1, R, dtype=torch.float64))
 
 

@@ -1,12 +1,15 @@
 """The models of attention_core.models.tiny_transformer and the loop of attention_core.models.training."""
 
 import ast
+import re
+from functools import partial
 from pathlib import Path
 
 import pytest
 import torch
 from torch.testing import assert_close
 
+from attention_core import ATTENTION_FUNCTIONS, padding_mask, sliding_window_mask
 from attention_core.nn.block import TransformerBlock
 from attention_core.models.tiny_transformer import POSITIONAL, TinyTransformer
 from attention_core.nn.multihead import MultiHeadAttention
@@ -74,7 +77,7 @@ def test_every_positional_scheme_builds_runs_and_trains(positional, is_causal):
     assert logits.shape == (3, 8, 1, 10) and len(weights) == 2
     assert all(w.shape == (3, 2, 8, 8) for w in weights)
     assert ((weights[0].triu(1) == 0).all()) == is_causal
-    batch = lambda g: (x, x.unsqueeze(-1))  # noqa: E731  (copy each token)
+    batch = lambda g: (x, x.unsqueeze(-1))  # copy each token
     _, losses = train_model(model, batch, steps=3, progress=False)
     assert len(losses) == 3 and all(torch.isfinite(torch.tensor(losses)))
 
@@ -103,14 +106,11 @@ def test_unknown_positional_scheme_names_the_argument_and_the_choices():
 
 def test_maths_modules_import_no_models_training_or_tasks():
     """Models use attention, not the other way round (issue #21)."""
-    package = Path(__file__).resolve().parent.parent / "attention_core"
-    maths = ["functional", "masks", "multihead", "positional", "kv_cache", "flash", "linear",
-             "sparse", "scoring", "metrics", "scaling"]
-    forbidden = {"models", "training", "toy_tasks", "seq2seq"}
-    for name in maths:
-        path = package / f"{name}.py"
-        if not path.exists():
-            continue
+    maths = sorted((Path(__file__).resolve().parent.parent / "attention_core" / "nn").glob("*.py"))
+    assert len(maths) > 10
+    forbidden = {"models", "book", "training", "toy_tasks", "seq2seq", "tiny_transformer"}
+    for path in maths:
+        name = path.stem
         imported = set()
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom):
@@ -119,6 +119,13 @@ def test_maths_modules_import_no_models_training_or_tasks():
             elif isinstance(node, ast.Import):
                 imported |= {alias.name.split(".")[-1] for alias in node.names}
         assert not imported & forbidden, f"{name}.py imports {sorted(imported & forbidden)}"
+
+
+def test_every_maths_module_opens_with_the_chapters_it_serves():
+    """Like d2l's "Defined in file: ...": a reader of the code learns where it is taught."""
+    opening = re.compile(r'"""(Chapters? \d+( \(and (\d+, )*\d+\))?|Every chapter): ')
+    for path in sorted((Path(__file__).resolve().parent.parent / "attention_core" / "nn").glob("*.py")):
+        assert opening.match(path.read_text()), f"{path.name} does not open with its chapter(s)"
 
 
 def test_block_parameters_are_those_of_its_parts():
@@ -138,3 +145,64 @@ def test_post_norm_tiny_transformer_is_a_stack_of_post_norm_blocks():
         h, _ = block(h)
     with torch.no_grad():
         torch.testing.assert_close(model(x)[0], model.head(h).view(3, 6, 2, 8))
+
+
+# --- the attention kernel, by name -------------------------------------------------------
+
+
+def twin_models(attention, **kwargs):
+    """An eager TinyTransformer and one attending with ``attention``, with the same weights."""
+    torch.manual_seed(0)
+    config = {"embed_dim": 32, "num_heads": 4, "num_layers": 2, "num_kv_heads": 2, **kwargs}
+    eager = TinyTransformer(12, 10, **config).eval()
+    other = TinyTransformer(12, 10, **config, attention=attention).eval()
+    other.load_state_dict(eager.state_dict())
+    assert all(block.attn.attention is attention for block in other.blocks)
+    return eager, other
+
+
+def run_blocks(model, x, **kwargs):
+    """``model(x)``'s logits, with ``kwargs`` (a mask) passed to every block."""
+    h = model.embed(x)
+    for block in model.blocks:
+        h, _ = block(h, **kwargs)
+    return model.head(model.norm(h)).view(*x.shape, model.num_outputs, model.vocab_size)
+
+
+@pytest.mark.parametrize("positional", ["learned", "rope", "alibi"])
+@pytest.mark.parametrize("norm_first", [True, False])
+def test_a_flash_model_equals_the_eager_one(positional, norm_first):
+    eager, flash = twin_models("flash", positional=positional, is_causal=True, norm_first=norm_first)
+    x = torch.randint(0, 12, (3, 10))
+    with torch.no_grad():
+        logits, weights = flash(x)
+        assert_close(logits, eager(x)[0], rtol=1e-5, atol=1e-5)
+    assert weights == [None, None]  # the tiled kernel forms no weights
+
+
+def test_a_flash_model_equals_the_eager_one_with_a_padding_mask():
+    eager, flash = twin_models("flash")
+    x = torch.randint(0, 12, (3, 10))
+    keep = padding_mask([10, 6, 1], 10).unsqueeze(1)  # (B, 1, 1, S): padding keys hidden
+    with torch.no_grad():
+        assert_close(run_blocks(flash, x, attn_mask=keep), run_blocks(eager, x, attn_mask=keep),
+                     rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("window", [1, 3])
+def test_a_sliding_window_model_equals_eager_under_the_band(window):
+    banded = partial(ATTENTION_FUNCTIONS["sliding_window"], window=window)
+    eager, sliding = twin_models(banded, is_causal=True)
+    x = torch.randint(0, 12, (3, 10))
+    with torch.no_grad():
+        expected = run_blocks(eager, x, attn_mask=sliding_window_mask(10, window, causal=True))
+        assert_close(sliding(x)[0], expected, rtol=1e-5, atol=1e-5)
+
+
+def test_attention_is_keyword_only_and_checked():
+    with pytest.raises(ValueError, match="attention must be one of"):
+        TinyTransformer(12, 10, attention="fastest")
+    with pytest.raises(ValueError, match="attention must be one of"):
+        TransformerBlock(16, 4, 32, attention="fastest")
+    with pytest.raises(TypeError):
+        TransformerBlock(16, 4, 32, 0.0, True, "gelu", None, "flash")

@@ -1,12 +1,16 @@
 """MultiHeadAttention against torch.nn.MultiheadAttention, and GQA/MQA against MHA."""
 
+from functools import partial
+
 import pytest
 import torch
 from torch import nn
 from torch.testing import assert_close
 
-from attention_core import (MultiHeadAttention, apply_rotary, causal_mask, merge_heads,
-                            padding_mask, repeat_kv, scaled_dot_product_attention, split_heads)
+from attention_core import (ATTENTION_FUNCTIONS, MultiHeadAttention, apply_rotary, causal_mask,
+                            merge_heads, padding_mask, repeat_kv, scaled_dot_product_attention,
+                            sliding_window_mask, split_heads)
+from attention_core.nn.linear_attention import linear_attention
 
 
 def pair(E=16, H=4):
@@ -46,7 +50,7 @@ def test_causal_equals_torch():
 
 
 def test_from_torch_rejects_other_modules():
-    with pytest.raises(TypeError, match="module must be an nn.MultiheadAttention"):
+    with pytest.raises(TypeError, match=r"module must be an nn\.MultiheadAttention"):
         MultiHeadAttention.from_torch(nn.Linear(4, 4))
 
 
@@ -116,3 +120,84 @@ def test_dropout_only_in_training():
     assert_close(mha(x)[0], mha(x)[0])
     mha.train()
     assert not torch.equal(mha(x)[1], mha(x)[1])
+
+
+# --- the kernel, picked by name from ATTENTION_FUNCTIONS --------------------------------
+
+
+def twins(attention, num_kv_heads=None, rope=False, seed=0):
+    """An eager layer and one with ``attention``, with the same weights."""
+    torch.manual_seed(seed)
+    eager = MultiHeadAttention(16, 4, num_kv_heads, rope=rope).double().eval()
+    other = MultiHeadAttention(16, 4, num_kv_heads, rope=rope, attention=attention).double().eval()
+    other.load_state_dict(eager.state_dict())
+    return eager, other
+
+
+def test_default_attention_is_eager():
+    assert MultiHeadAttention(8, 2).attention == "eager"
+
+
+@pytest.mark.parametrize("num_kv_heads", [None, 2, 1])
+@pytest.mark.parametrize("rope", [False, True])
+def test_flash_equals_eager_for_mha_gqa_and_mqa(num_kv_heads, rope):
+    eager, flash = twins("flash", num_kv_heads, rope)
+    x = torch.randn(2, 9, 16, dtype=torch.float64)
+    keep = padding_mask([9, 5], 9).unsqueeze(1)  # (B, 1, 1, S)
+    for kwargs in ({}, {"is_causal": True}, {"attn_mask": keep}, {"attn_mask": keep, "is_causal": True}):
+        out, weights = flash(x, **kwargs)
+        assert weights is None  # the tiled kernel never forms them
+        assert_close(out, eager(x, **kwargs)[0])
+
+
+def test_flash_with_fixed_tiles_and_a_kv_cache_equals_eager():
+    tiles = partial(ATTENTION_FUNCTIONS["flash"], block_q=2, block_k=3)
+    eager, flash = twins(tiles, num_kv_heads=2, rope=True)
+    x = torch.randn(2, 8, 16, dtype=torch.float64)
+    cache = flash.new_cache(2, max_len=8)
+    with torch.no_grad():
+        full, _ = eager(x, is_causal=True)
+        steps = [flash(x[:, :3], is_causal=True, kv_cache=cache)[0]]
+        steps += [flash(x[:, t:t + 1], is_causal=True, kv_cache=cache)[0] for t in range(3, 8)]
+    assert_close(torch.cat(steps, dim=1), full)
+
+
+@pytest.mark.parametrize("window", [1, 3])
+def test_sliding_window_with_its_window_fixed_equals_eager_under_the_band(window):
+    eager, banded = twins(partial(ATTENTION_FUNCTIONS["sliding_window"], window=window), num_kv_heads=2)
+    x = torch.randn(2, 7, 16, dtype=torch.float64)
+    out, weights = banded(x, is_causal=True)
+    assert weights is None
+    assert_close(out, eager(x, attn_mask=sliding_window_mask(7, window, causal=True))[0])
+
+
+def test_grouped_query_by_name_is_the_eager_path():
+    eager, grouped = twins("grouped_query", num_kv_heads=2)
+    x = torch.randn(2, 5, 16, dtype=torch.float64)
+    for a, b in zip(grouped(x, is_causal=True), eager(x, is_causal=True)):
+        assert torch.equal(a, b)
+
+
+def test_a_kernel_gets_only_the_options_a_call_uses():
+    """Linear attention takes no attn_mask and no dropout_p: a call without them works, and
+    equals the kernel on the key/value heads repeated to num_heads."""
+    _, linear = twins("linear", num_kv_heads=1)
+    x = torch.randn(2, 6, 16, dtype=torch.float64)
+    for is_causal in (False, True):
+        out, weights = linear(x, is_causal=is_causal)
+        q = split_heads(linear.q_proj(x), 4)
+        k, v = repeat_kv(split_heads(linear.k_proj(x), 1), 4), repeat_kv(split_heads(linear.v_proj(x), 1), 4)
+        expected, _ = linear_attention(q, k, v, is_causal=is_causal)
+        assert weights is None
+        assert_close(out, linear.out_proj(merge_heads(expected)))
+
+
+def test_bad_attention_is_named():
+    with pytest.raises(ValueError, match=r"attention must be one of \[.*'eager'.*'flash'.*\].*got 'fast'"):
+        MultiHeadAttention(8, 2, attention="fast")
+    with pytest.raises(TypeError, match="attention must be a name in"):
+        MultiHeadAttention(8, 2, attention=lambda q, k, v: (v, None))
+    with pytest.raises(ValueError, match="attention='flash' has no dropout"):
+        MultiHeadAttention(8, 2, dropout=0.1, attention="flash")
+    with pytest.raises(TypeError):
+        MultiHeadAttention(8, 2, None, True, 0.0, False, 10000.0, None, None, "flash")  # keyword-only

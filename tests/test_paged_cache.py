@@ -51,7 +51,7 @@ def test_paged_attention_equals_contiguous_attention(is_causal, L):
 
 
 def test_blocks_are_shared_and_reused():
-    cache, seqs, contiguous = filled([5, 13, 9])
+    cache, seqs, _ = filled([5, 13, 9])
     tables = cache.block_tables
     assert [len(tables[s]) for s in seqs] == [2, 4, 3]  # ceil(n / 4)
     used = sorted(b for s in seqs for b in tables[s])
@@ -64,9 +64,35 @@ def test_blocks_are_shared_and_reused():
     k, v = random_kv(10, seed=7)
     cache.append(new, k, v)
     assert set(cache.block_tables[new]) <= freed | set(range(9, 32))
-    keys, values, lengths = cache.gather([new])
+    keys, values, _ = cache.gather([new])
     assert_close(keys[0, :, :10], k)
     assert_close(values[0, :, :10], v)
+
+
+def test_length_and_nbytes_count_the_tokens_held():
+    cache, seqs, _ = filled([5, 13, 9])
+    per_token = 2 * Hkv * E * 8  # keys and values, float64
+    assert cache.length == cache.used_slots() == 27
+    assert cache.nbytes() == 27 * per_token
+    cache.free(seqs[1])
+    assert cache.length == 14 and cache.nbytes() == 14 * per_token
+
+
+def test_reset_ends_every_sequence_and_a_refilled_cache_equals_a_fresh_one():
+    lengths = [5, 13, 9]
+    used, _, _ = filled([7, 2, 11, 3])  # other sequences first
+    used.reset()
+    assert used.length == 0 and used.nbytes() == 0 and used.block_tables == {} and used.lengths == {}
+    assert used.reserved_slots() == 0 and len(used.free_blocks) == 32
+    fresh = PagedKVCache(num_blocks=32, block_size=BLOCK, num_kv_heads=Hkv, head_dim=E, dtype=torch.float64)
+    for cache in (used, fresh):  # the same appends into both
+        seqs = [cache.add_sequence() for _ in lengths]
+        for seq, n in zip(seqs, lengths):
+            cache.append(seq, *random_kv(n, seed=n))
+    assert used.block_tables == fresh.block_tables and seqs == [0, 1, 2]  # ids start again at 0
+    q = torch.randn(3, H, 1, E, dtype=torch.float64)
+    for a, b in zip(paged_attention(q, used, seqs), paged_attention(q, fresh, seqs)):
+        assert torch.equal(a, b)
 
 
 def test_slot_usage_by_hand():

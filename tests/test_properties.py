@@ -66,6 +66,21 @@ def test_gqa_head_mapping(H, kv_index, seed):
     assert moved == [h // (H // Hkv) == changed for h in range(H)]
 
 
+@given(H=st.sampled_from([1, 2, 4]), kv_index=st.integers(0, 2), L=dims, causal=st.booleans(),
+       seed=st.integers(0, 2**16))
+def test_every_exact_kernel_gives_the_layer_the_same_output(H, kv_index, L, causal, seed):
+    """MultiHeadAttention(attention=...) with the tiled kernel equals the eager layer of the
+    same weights, for MHA, GQA and MQA, any length, causal or not."""
+    divisors = [d for d in (1, 2, 4) if H % d == 0]
+    Hkv = divisors[kv_index % len(divisors)]
+    torch.manual_seed(seed)
+    eager = MultiHeadAttention(H * 2, H, num_kv_heads=Hkv).double()
+    flash = MultiHeadAttention(H * 2, H, num_kv_heads=Hkv, attention="flash").double()
+    flash.load_state_dict(eager.state_dict())
+    x = torch.randn(2, L, H * 2, dtype=torch.float64)
+    assert_close(flash(x, is_causal=causal)[0], eager(x, is_causal=causal)[0])
+
+
 @given(n=st.integers(1, 64))
 def test_uniform_row_has_entropy_ln_n(n):
     w = torch.full((3, n), 1.0 / n, dtype=torch.float64)

@@ -92,6 +92,23 @@ def test_memory_stops_growing_at_sinks_plus_window():
     assert cache.cached_positions() == [0, 1, 2, 16, 17, 18, 19]
 
 
+def test_reset_empties_the_cache_and_a_refilled_cache_equals_a_fresh_one():
+    window, num_sinks = 3, 1
+    mha, x = setup(rope=True, T=9)
+    used = RollingKVCache(2, 2, 4, window, num_sinks, dtype=torch.float64)
+    with torch.no_grad():
+        for t in range(9):  # past the window: the ring has wrapped around
+            mha(x[:, t:t + 1], kv_cache=used)
+        used.reset()
+        assert used.length == 0 and used.nbytes() == 0 and used.cached_positions() == []
+        fresh = RollingKVCache(2, 2, 4, window, num_sinks, dtype=torch.float64)
+        for t in range(6):
+            a, wa = mha(x[:, t:t + 1], kv_cache=used)
+            b, wb = mha(x[:, t:t + 1], kv_cache=fresh)
+            assert torch.equal(a, b) and torch.equal(wa, wb)
+    assert torch.equal(used.keys, fresh.keys) and used.length == fresh.length == 6
+
+
 def test_errors_name_the_argument():
     with pytest.raises(ValueError, match="window must be >= 1, got 0"):
         RollingKVCache(1, 2, 4, window=0)

@@ -1,4 +1,4 @@
-"""Static figures for a desktop and a phone (attention_core.book.static_figure), without a
+"""Static figures for a desktop and a phone (attention_core.book.viz.figures), without a
 book build: a figure drawn side by side and stacked, text legible at the size each
 rendering is shown, the right view in a live kernel and on the website, pyplot figures
 measured on the website, and frames written as files by the site's extension."""
@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attention_core.book import static_figure
 from attention_core.book import viz
+from attention_core.book.viz import figures
 from attention_core.models.site_build import WEBSITE_BUILD_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -69,7 +69,7 @@ def test_website_gets_a_picture_with_both_renderings(monkeypatch, figure):
     assert page.startswith('<div class="ac-figure"><picture>')
     source = re.search(r"<source [^>]*>", page).group(0)
     img = re.search(r"<img [^>]*>", page).group(0)
-    assert f'media="{static_figure.NARROW_MEDIA}"' in source and 'data-layout="narrow"' in source
+    assert f'media="{figures.NARROW_MEDIA}"' in source and 'data-layout="narrow"' in source
     assert 'width="525"' in source and 'data-panels-across="1"' in source
     assert 'width="720"' in img and 'height="300"' in img and 'data-panels-across="2"' in img
     assert 'alt="Two panels of squares."' in img and 'loading="lazy"' in img
@@ -96,12 +96,13 @@ def test_pyplot_figures_are_measured_on_the_website():
         ax.imshow(np.eye(4))
         ax.set_title("identity", fontsize=6)
     fig.colorbar(axes[0].images[0], ax=axes[-1])  # a colorbar is not a panel
-    page = static_figure.plain_figure_html(fig)
+    page = figures.plain_figure_html(fig)
     plt.close(fig)
     img = re.search(r"<img [^>]*>", page).group(0)
     assert "<source" not in page, "drawn once: one rendering"
     assert 'data-panels-across="3"' in img
-    assert float(re.search(r'data-min-text-px="([\d.]+)"', img).group(1)) == pytest.approx(6 * 100 / 72, abs=0.01)
+    min_text_px = float(re.search(r'data-min-text-px="([\d.]+)"', img).group(1))
+    assert min_text_px == pytest.approx(6 * 100 / 72, abs=0.01)
     assert 'alt="Figure: identity."' in img
 
 
@@ -111,14 +112,14 @@ def test_panels_across_counts_rows_not_grid_cells():
     for shape, across in (((2, 2), 2), ((4, 1), 1), ((1, 3), 3), ((3, 3), 3)):
         fig = Figure(layout="constrained")
         fig.subplots(*shape)
-        assert static_figure.panels_across(fig) == across, shape
+        assert figures.panels_across(fig) == across, shape
 
 
 def test_outside_a_website_kernel_nothing_is_installed(monkeypatch):
     monkeypatch.setenv(WEBSITE_BUILD_ENV, "1")
-    assert static_figure.install_website_figures() is False  # no IPython kernel here
+    assert figures.install_website_figures() is False  # no IPython kernel here
     monkeypatch.delenv(WEBSITE_BUILD_ENV)
-    assert static_figure.install_website_figures() is False
+    assert figures.install_website_figures() is False
 
 
 def test_bad_arguments_are_named():

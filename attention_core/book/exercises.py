@@ -1,4 +1,4 @@
-"""Checkers for the book's "implement" exercises.
+"""Checkers for the "implement" exercises of every chapter (1 to 13), one ``check_*`` each.
 
 Each ``check_*`` runs a student's function on several cases and compares it with the
 package's reference. On a mismatch it names the case, the input shapes, what was
@@ -12,15 +12,18 @@ expected and what came back, and, when the wrong answer matches a typical mistak
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import torch
 
-from ..nn import functional
-from ..nn import masks
-from ..nn import multihead
-from ..nn import positional
+from ..models import interpret
+from ..nn import functional, masks, multihead, positional
+from ..nn.block import TransformerBlock
+from ..nn.delta_rule import delta_rule_attention
+from ..nn.flash import online_softmax
+from ..nn.linear_attention import elu_feature_map, kernel_attention_weights, linear_attention
 
 
 @dataclass
@@ -47,6 +50,11 @@ def _describe(x: Any) -> str:
     if isinstance(x, torch.Tensor):
         return f"tensor of shape {tuple(x.shape)}, dtype {x.dtype}"
     return repr(x)
+
+
+def _first_row(x: torch.Tensor) -> list:
+    """The first row of ``x`` (its last axis), as a list to print."""
+    return x.reshape(-1, x.shape[-1])[0].tolist()
 
 
 def _same(got: Any, expected: torch.Tensor) -> bool:
@@ -82,8 +90,8 @@ def _check(student: Callable, reference: Callable, cases: Sequence[Case],
         lines = [f"Case '{case.name}' failed.", f"  input: {inputs}",
                  f"  expected: {_describe(expected)}", f"  got:      {_describe(got)}"]
         if isinstance(got, torch.Tensor) and got.shape == expected.shape and got.dtype == expected.dtype:
-            lines.append(f"  expected values (first row): {expected.reshape(-1, expected.shape[-1])[0].tolist()}")
-            lines.append(f"  your values (first row):     {got.reshape(-1, got.shape[-1])[0].tolist()}")
+            lines.append(f"  expected values (first row): {_first_row(expected)}")
+            lines.append(f"  your values (first row):     {_first_row(got)}")
         mistake = _diagnose(student, cases, mistakes)
         if mistake:
             lines.append(f"  likely mistake: {mistake}")
@@ -153,9 +161,9 @@ def check_attention(student: Callable) -> Feedback:
     ``softmax(q k^T / sqrt(d_k)) v`` for ``q (..., L, d_k)``, ``k (..., S, d_k)`` and
     ``v (..., S, d_v)`` (chapters 1 and 2; masks come in chapter 5)."""
     q, k, v = _rand(2, 3, 4, seed=1), _rand(2, 5, 4, seed=2), _rand(2, 5, 6, seed=3)
-    cases = [Case("three tokens, d_k = 2", (torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]], dtype=torch.float64),
-                                            torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]], dtype=torch.float64),
-                                            torch.tensor([[1.0, 0.0], [0.0, 10.0], [5.0, 5.0]], dtype=torch.float64))),
+    three = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]], dtype=torch.float64)  # (L, d_k) = (3, 2)
+    values = torch.tensor([[1.0, 0.0], [0.0, 10.0], [5.0, 5.0]], dtype=torch.float64)
+    cases = [Case("three tokens, d_k = 2", (three, three.clone(), values)),
              Case("batch, L != S, d_v != d_k", (q, k, v)),
              Case("d_k = 64", (_rand(4, 64, seed=4), _rand(6, 64, seed=5), _rand(6, 3, seed=6)))]
     mistakes = {
@@ -198,7 +206,8 @@ def check_causal_mask(student: Callable) -> Feedback:
     mistakes = {
         "mask inverted: True must mark the keys a query MAY attend to (j <= i)":
             lambda L: torch.ones(L, L, dtype=torch.bool).triu(1),
-        "the diagonal is missing: a token may attend to itself": lambda L: torch.ones(L, L, dtype=torch.bool).tril(-1),
+        "the diagonal is missing: a token may attend to itself":
+            lambda L: torch.ones(L, L, dtype=torch.bool).tril(-1),
         "returned numbers, not booleans: compare, or use dtype=torch.bool":
             lambda L: torch.ones(L, L).tril(),
     }
@@ -272,8 +281,6 @@ def check_repeat_kv(student: Callable) -> Feedback:
 def _block_parts(seed: int):
     """``(norm1, attn, norm2, mlp)`` of a float64 pre-norm block whose LayerNorms are
     away from their identity start, so a misplaced norm changes the result."""
-    from .block import TransformerBlock
-
     torch.manual_seed(seed)
     block = TransformerBlock(8, 2, 16).double().eval()
     with torch.no_grad():
@@ -335,45 +342,35 @@ def check_sinusoidal_encoding(student: Callable) -> Feedback:
     return _check(student, positional.sinusoidal_encoding, cases, mistakes, "sinusoidal_encoding")
 
 
+def _blockwise_softmax(new_max: Callable, rescale: Callable) -> Callable:
+    """``fn(scores, block_size)``: the softmax of the row ``scores (S,)`` read block by
+    block, where ``new_max(m, block_max)`` gives the next maximum and ``rescale(m, m_new)``
+    the factor on the running sum (the typical mistakes of :func:`check_online_softmax`)."""
+    def fn(s, b):
+        m, running_sum = -math.inf, 0.0
+        for start in range(0, s.numel(), b):
+            block = s[start:start + b]
+            m_new = new_max(m, block.max().item())
+            running_sum = running_sum * rescale(m, m_new) + torch.exp(block - m_new).sum().item()
+            m = m_new
+        return torch.exp(s - m) / running_sum
+    return fn
+
+
 def check_online_softmax(student: Callable) -> Feedback:
     """``student(scores, block_size)`` must return the softmax of the row ``scores (S,)``
     while reading it ``block_size`` entries at a time (one pass, running max and sum)."""
-    from .flash import online_softmax
-
-    cases = [Case("6 scores, blocks of 2", (torch.tensor([1.0, 3.0, 2.0, 5.0, 0.0, 4.0], dtype=torch.float64), 2)),
+    six = torch.tensor([1.0, 3.0, 2.0, 5.0, 0.0, 4.0], dtype=torch.float64)
+    cases = [Case("6 scores, blocks of 2", (six, 2)),
              Case("7 scores, blocks of 3", (_rand(7, seed=9) * 5, 3)),
              Case("large scores", (torch.tensor([1e4, 0.0, 1e4 - 2, 5.0], dtype=torch.float64), 1))]
 
-    def no_rescale(s, b):
-        m, l = -math.inf, 0.0
-        for start in range(0, s.numel(), b):
-            block = s[start:start + b]
-            m = max(m, block.max().item())
-            l = l + torch.exp(block - m).sum().item()  # old terms never rescaled
-        return torch.exp(s - m) / l
-
-    def block_max(s, b):
-        m, l = -math.inf, 0.0
-        for start in range(0, s.numel(), b):
-            block = s[start:start + b]
-            m_block = block.max().item()  # not the running maximum
-            l = l * math.exp(m - m_block) + torch.exp(block - m_block).sum().item()
-            m = m_block
-        return torch.exp(s - m) / l
-
-    def inverted(s, b):
-        m, l = -math.inf, 0.0
-        for start in range(0, s.numel(), b):
-            block = s[start:start + b]
-            m_new = max(m, block.max().item())
-            l = l * (math.exp(m_new - m) if m > -math.inf else 0.0) + torch.exp(block - m_new).sum().item()
-            m = m_new
-        return torch.exp(s - m) / l
-
-    mistakes = {"the running sum is not rescaled by exp(m_old - m_new) when the maximum grows": no_rescale,
+    mistakes = {"the running sum is not rescaled by exp(m_old - m_new) when the maximum grows":
+                    _blockwise_softmax(max, lambda m, m_new: 1.0),
                 "kept the latest block's maximum: m must be the running maximum of every block so far":
-                    block_max,
-                "rescaled by exp(m_new - m_old): the factor is exp(m_old - m_new), at most 1": inverted}
+                    _blockwise_softmax(lambda m, m_block: m_block, lambda m, m_new: math.exp(m - m_new)),
+                "rescaled by exp(m_new - m_old): the factor is exp(m_old - m_new), at most 1":
+                    _blockwise_softmax(max, lambda m, m_new: math.exp(m_new - m) if m > -math.inf else 0.0)}
     return _check(student, lambda s, b: online_softmax(s, b)[0], cases, mistakes, "online_softmax")
 
 
@@ -384,8 +381,6 @@ def check_causal_linear_attention(student: Callable) -> Feedback:
     attention with ``phi(x) = elu(x) + 1``: ``z_i = phi(q_i) U_i / phi(q_i) . zeta_i`` where
     the state is ``U_i = sum_{j <= i} phi(k_j) v_j^T`` and the normaliser
     ``zeta_i = sum_{j <= i} phi(k_j)`` (chapter 8's notation)."""
-    from .linear import elu_feature_map, kernel_attention_weights, linear_attention
-
     cases = [Case("2 tokens", (torch.tensor([[0.5, -1.0], [1.0, 0.0]], dtype=torch.float64),
                                torch.tensor([[1.0, 0.0], [0.0, 2.0]], dtype=torch.float64),
                                torch.tensor([[1.0], [3.0]], dtype=torch.float64))),
@@ -437,8 +432,8 @@ def check_general_attention(student: Callable) -> Feedback:
         return fn
 
     mask = torch.tensor([[True, True, True, True], [True, True, False, False], [True, False, False, False]])
-    cases = [Case("one sentence, no padding", (_rand(1, 3, seed=1), _rand(1, 4, 3, seed=2), _rand(3, 3, seed=3),
-                                               torch.ones(1, 4, dtype=torch.bool))),
+    cases = [Case("one sentence, no padding", (_rand(1, 3, seed=1), _rand(1, 4, 3, seed=2),
+                                               _rand(3, 3, seed=3), torch.ones(1, 4, dtype=torch.bool))),
              Case("three sentences with padding", (_rand(3, 3, seed=4), _rand(3, 4, 3, seed=5),
                                                    _rand(3, 3, seed=6), mask))]
     mistakes = {"used W transposed: the score is u^T W e, i.e. u . (W e)": variant(transpose=True),
@@ -458,12 +453,10 @@ def check_attention_rollout(student: Callable) -> Feedback:
     """``student(attentions)`` must return the attention rollout (Abnar and Zuidema, 2020)
     of ``attentions (num_layers, H, T, T)``: per layer ``A = 0.5 * mean_over_heads(W) + 0.5 * I``,
     rows renormalised, then ``R = A_last ... A_2 A_1``, shape ``(T, T)``."""
-    from . import interpret
-
     cases = [Case("one layer, two heads", (_row_stochastic(1, 2, 3, 3, seed=11),)),
              Case("three layers, four heads", (_row_stochastic(3, 4, 5, 5, seed=12),)),
              Case("six layers, twelve heads", (_row_stochastic(6, 12, 4, 4, seed=13),))]
-    eye = lambda a: torch.eye(a.size(-1), dtype=a.dtype)  # noqa: E731
+    eye = lambda a: torch.eye(a.size(-1), dtype=a.dtype)
 
     def fold(a, later_on_left=True):
         out = a[0]
@@ -505,8 +498,6 @@ def check_delta_rule(student: Callable) -> Feedback:
     """``student(q, k, v, beta)`` for ``q, k (T, E)``, ``v (T, Ev)`` and ``beta (T,)`` must
     return the delta rule's outputs ``(T, Ev)``: from ``S_0 = 0``,
     ``S_t = S_{t-1} - beta_t (S_{t-1} k_t - v_t) k_t^T`` and ``o_t = S_t q_t`` (chapter 12)."""
-    from .delta import delta_rule_attention
-
     def reference(q, k, v, beta):
         return delta_rule_attention(q[None, None], k[None, None], v[None, None], beta[None, None])[0][0, 0]
 

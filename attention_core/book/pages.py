@@ -1,15 +1,15 @@
-"""Small helpers for the book's pages: show the package's own code instead of re-typing it,
-and hand a computed number to the prose."""
+"""Small helpers for the book's pages, for every chapter: show the package's own code
+instead of re-typing it, and hand a computed number to the prose."""
 
 from __future__ import annotations
 
 import inspect
 
+from IPython.display import Code
 
-def show_source(obj):
+
+def show_source(obj) -> Code:
     """The source of a package function or class, syntax-highlighted in a notebook."""
-    from IPython.display import Code
-
     return Code(inspect.getsource(obj), language="python")
 
 
@@ -29,7 +29,7 @@ def glue(name: str, value, display: bool = False) -> None:
     nothing happens, so the same cell runs everywhere. Returns nothing, so a cell that
     ends with ``glue(...)`` shows no stray value.
     """
-    try:
+    try:  # an optional dependency: only the website's build has it
         from myst_nb import glue as myst_glue
     except ImportError:
         return

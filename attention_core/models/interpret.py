@@ -1,4 +1,4 @@
-"""Reading the attention of a trained model: what kind of head is it, and where does
+"""Chapter 13: reading the attention of a trained model: what kind of head is it, and where does
 information flow through the layers?
 
 * :func:`head_scores`: per head, the mean weight on the previous token, the next token,

@@ -1,4 +1,5 @@
-"""Measuring time and memory on this machine, the same way in chapters and benchmarks.
+"""Chapters 8, 9 and 11 (and the benchmarks): measuring time and memory on this machine,
+the same way in chapters and benchmarks; chapters 6, 7 and 10 train under :func:`one_thread`.
 
 Times are medians of repeats (robust to the odd slow run); memory is the peak growth of
 the process's resident memory while a call runs, sampled from ``/proc`` (Linux).
@@ -6,11 +7,15 @@ the process's resident memory while a call runs, sampled from ``/proc`` (Linux).
 
 from __future__ import annotations
 
+import ctypes
 import gc
+import math
 import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
+
+import torch
 
 
 @contextmanager
@@ -21,8 +26,6 @@ def one_thread():
     kernels' OpenMP barriers wait for a core the other chapter holds, and a small
     operation can take ten times as long; on one thread its time is steady. Chapters that
     time or train small models run under it."""
-    import torch
-
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -51,8 +54,6 @@ def _rss_bytes() -> int:
 def _release_free_memory() -> None:
     """Hand memory that was freed but kept by the C allocator back to the operating
     system (glibc's ``malloc_trim``), so a new allocation shows up as new RSS."""
-    import ctypes
-
     try:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):  # not glibc: measurements may under-count reuse
@@ -92,8 +93,6 @@ def peak_memory_bytes(fn, interval: float = 0.0005) -> int:
 def fitted_exponent(sizes, values) -> float:
     """The exponent ``b`` of a least-squares fit ``values ~ a * sizes^b`` (the slope of
     the line on a log-log plot): about 1 for linear cost, 2 for quadratic."""
-    import math
-
     if len(sizes) != len(values) or len(sizes) < 2:
         raise ValueError(f"need at least two (size, value) pairs of equal length, got "
                          f"{len(sizes)} sizes and {len(values)} values")

@@ -1,4 +1,4 @@
-"""A real pretrained encoder rebuilt from the package's own layers: all-MiniLM-L6-v2.
+"""Chapter 13: a real pretrained encoder rebuilt from the package's own layers: all-MiniLM-L6-v2.
 
 all-MiniLM-L6-v2 (Reimers and Gurevych, 2019; Wang et al., 2020) is a BERT encoder
 (Devlin et al., 2019): 6 layers, 12 heads of width 32, model width 384, feed-forward
@@ -96,13 +96,13 @@ class BertEncoder(nn.Module):
                  num_layers: int = 6, ff_dim: int = 1536, max_positions: int = 512,
                  type_vocab_size: int = 2, eps: float = 1e-12, device=None, dtype=None):
         super().__init__()
-        where = {"device": device, "dtype": dtype}
-        self.word_embeddings = nn.Embedding(vocab_size, embed_dim, **where)
-        self.position_embeddings = nn.Embedding(max_positions, embed_dim, **where)
-        self.token_type_embeddings = nn.Embedding(type_vocab_size, embed_dim, **where)
-        self.embedding_norm = nn.LayerNorm(embed_dim, eps=eps, **where)
+        factory_kwargs = {"device": device, "dtype": dtype}
+        self.word_embeddings = nn.Embedding(vocab_size, embed_dim, **factory_kwargs)
+        self.position_embeddings = nn.Embedding(max_positions, embed_dim, **factory_kwargs)
+        self.token_type_embeddings = nn.Embedding(type_vocab_size, embed_dim, **factory_kwargs)
+        self.embedding_norm = nn.LayerNorm(embed_dim, eps=eps, **factory_kwargs)
         self.layers = nn.ModuleList(TransformerBlock(embed_dim, num_heads, ff_dim, norm_first=False,
-                                                     activation="gelu", layer_norm_eps=eps, **where)
+                                                     activation="gelu", layer_norm_eps=eps, **factory_kwargs)
                                     for _ in range(num_layers))
         self.num_heads, self.max_positions = num_heads, max_positions
 

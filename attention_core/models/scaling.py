@@ -1,4 +1,4 @@
-"""Why attention divides by sqrt(d_k): measurements on random queries and keys.
+"""Chapter 2: why attention divides by sqrt(d_k): measurements on random queries and keys.
 
 If the entries of q and k are independent with mean 0 and variance 1, then
 q . k = sum_i q_i k_i is a sum of d_k terms of variance 1, so Var(q . k) = d_k.

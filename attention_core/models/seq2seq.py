@@ -1,4 +1,4 @@
-"""A GRU encoder-decoder with no attention, Bahdanau attention or Luong attention, and
+"""Chapter 7: a GRU encoder-decoder with no attention, Bahdanau attention or Luong attention, and
 the synthetic task chapter 7 trains it on.
 
 The three decoders differ only in where the context vector comes from and where it

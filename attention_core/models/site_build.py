@@ -1,4 +1,4 @@
-"""Is this kernel executing a chapter for the book's website?
+"""Every chapter: is this kernel executing a chapter for the book's website?
 
 The website is built from the same notebooks a reader runs, but some output is for one
 of the two only: explorers render every frame for the site (a live kernel shows just

@@ -1,4 +1,4 @@
-"""Small transformers built from the package's attention, for the chapters to train.
+"""Chapters 4, 6, 10 and 12: small transformers built from the package's attention, for the chapters to train.
 
 :class:`TinyTransformer` stacks pre-norm (or post-norm) blocks (:class:`~attention_core.nn.block.TransformerBlock`)
 over token embeddings and picks how token order enters from :data:`POSITIONAL`. The
@@ -10,15 +10,15 @@ Shape legend: B batch, T sequence length, D model width (``embed_dim``), H heads
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 from torch import nn
 
+from ..nn.attention_functions import AttentionFunction
 from ..nn.block import TransformerBlock
 from ..nn.positional import alibi_bias, sinusoidal_encoding
-
 
 # --- how token order enters ------------------------------------------------------
 
@@ -91,11 +91,16 @@ class TinyTransformer(nn.Module):
     RoPE on queries and keys, ALiBi biases on the scores, or none. ``is_causal`` masks
     the future. ``norm_first=False`` builds post-norm blocks (Vaswani et al., 2017), whose
     stream leaves every block normalised, so the model has no final LayerNorm.
+    ``attention`` picks every layer's kernel from
+    :data:`~attention_core.nn.attention_functions.ATTENTION_FUNCTIONS` (a name, or a
+    kernel with options fixed by ``functools.partial``), as in
+    :class:`~attention_core.nn.multihead.MultiHeadAttention`.
     """
 
     def __init__(self, vocab_size: int, max_len: int, embed_dim: int = 64, num_heads: int = 2,
                  num_layers: int = 1, num_outputs: int = 2, num_kv_heads: int | None = None,
-                 positional: str = "learned", is_causal: bool = False, norm_first: bool = True):
+                 positional: str = "learned", is_causal: bool = False, norm_first: bool = True,
+                 *, attention: str | AttentionFunction = "eager"):
         super().__init__()
         if positional not in POSITIONAL:
             raise ValueError(f"positional must be one of {list(POSITIONAL)}, got {positional!r}")
@@ -106,7 +111,7 @@ class TinyTransformer(nn.Module):
         self.position = None if scheme.add_to_input is None else scheme.add_to_input(max_len, embed_dim)
         self.blocks = nn.ModuleList(TransformerBlock(embed_dim, num_heads, 4 * embed_dim,
                                                      num_kv_heads=num_kv_heads, rope=scheme.rotary,
-                                                     norm_first=norm_first)
+                                                     norm_first=norm_first, attention=attention)
                                     for _ in range(num_layers))
         self.norm = nn.LayerNorm(embed_dim) if norm_first else nn.Identity()
         self.head = nn.Linear(embed_dim, num_outputs * vocab_size)

@@ -1,4 +1,4 @@
-"""Synthetic data for the book, and the small tasks the chapters train models on:
+"""Chapters 1, 3-6, 8-10 and 12: synthetic data for the book, and the small tasks the chapters train models on:
 nothing is downloaded, everything is made here. The models are in
 :mod:`attention_core.models.tiny_transformer`, the training loop in :mod:`attention_core.models.training`.
 

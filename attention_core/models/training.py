@@ -1,4 +1,4 @@
-"""The one training loop of the book: every chapter that trains a model calls
+"""Chapters 4, 6, 7, 10 and 12: the one training loop of the book: every chapter that trains a model calls
 :func:`train_model`. The maths modules never import this one.
 
 Shape legend: B batch, T sequence length, ``vocab_size`` vocabulary size.
@@ -10,6 +10,7 @@ import sys
 from typing import Any, Callable
 
 import torch
+from tqdm.std import tqdm
 
 from .measure import one_thread
 from .site_build import building_website
@@ -40,8 +41,6 @@ def train_model(model: torch.nn.Module, make_batch: Callable[[torch.Generator], 
     summary line instead, ``desc: N steps, loss first -> last``, since a page is read
     after the run and a bar's intermediate states would only clutter it.
     """
-    from tqdm.std import tqdm
-
     torch.manual_seed(seed)
     g = torch.Generator().manual_seed(seed)
     model.train()

@@ -1,5 +1,5 @@
-"""Argument checks shared by the package: each raises before any computation and
-names the argument and what it got."""
+"""Every chapter: the argument checks shared by the package; each raises before any
+computation and names the argument and what it got."""
 
 from __future__ import annotations
 
@@ -100,7 +100,7 @@ def check_qkv(query, key, value) -> None:
 
 def scores_shape(query: torch.Tensor, key: torch.Tensor) -> torch.Size:
     """``(..., L, S)``: the shape of the scores of ``query (..., L, E)`` against ``key (..., S, E)``."""
-    return torch.broadcast_shapes(query.shape[:-2], key.shape[:-2]) + (query.size(-2), key.size(-2))
+    return (*torch.broadcast_shapes(query.shape[:-2], key.shape[:-2]), query.size(-2), key.size(-2))
 
 
 def check_attn_mask(attn_mask, shape, device=None) -> None:

@@ -1,5 +1,6 @@
-"""The delta rule: a linear-attention memory that corrects itself instead of only adding
-(Schlag et al. 2021; Yang et al. 2024, DeltaNet; Yang et al. 2024, Gated DeltaNet).
+"""Chapter 12: the delta rule, a linear-attention memory that corrects itself instead of
+only adding (Schlag et al. 2021; Yang et al. 2024, DeltaNet; Yang et al. 2024, Gated
+DeltaNet).
 
 Causal linear attention keeps a state ``S (Ev x E)`` and writes every pair by adding
 ``v_t k_t^T``; reading with a key that was stored returns its value *plus* crosstalk
@@ -84,11 +85,12 @@ def _recurrent(query, key, value, beta, gate):
 
 
 def _pad_chunks(x: torch.Tensor, T: int, C: int, fill: float) -> torch.Tensor:
-    """``x (B, H, T, ...)`` padded along T to a multiple of ``C = chunk`` and split: ``(B, H, num_chunks, chunk, ...)``."""
+    """``x (B, H, T, ...)`` padded along T to a multiple of ``C = chunk`` and split:
+    ``(B, H, num_chunks, chunk, ...)``."""
     pad = -T % C
     if pad:
-        x = torch.cat((x, x.new_full(x.shape[:2] + (pad,) + x.shape[3:], fill)), dim=2)
-    return x.view(x.shape[:2] + (x.size(2) // C, C) + x.shape[3:])
+        x = torch.cat((x, x.new_full((*x.shape[:2], pad, *x.shape[3:]), fill)), dim=2)
+    return x.view((*x.shape[:2], x.size(2) // C, C, *x.shape[3:]))
 
 
 def _chunked(query, key, value, beta, gate, C):
@@ -98,7 +100,7 @@ def _chunked(query, key, value, beta, gate, C):
     q, k, v = (_pad_chunks(x, T, C, 0.0) for x in (query, key, value))  # (B, H, num_chunks, chunk, E or Ev)
     b = _pad_chunks(beta, T, C, 0.0)  # (B, H, num_chunks, chunk): padding writes nothing
     log_decay = _pad_chunks(gate, T, C, 1.0).clamp_min(torch.finfo(gate.dtype).tiny).log().cumsum(-1)
-    decay = log_decay.exp()  # (B, H, num_chunks, chunk): gamma_t, the product of the gates since the chunk began
+    decay = log_decay.exp()  # (B, H, num_chunks, chunk): gamma_t, the gates' product since the chunk began
     causal = torch.ones(C, C, dtype=torch.bool, device=key.device).tril()  # i <= t
     ratio = (log_decay.unsqueeze(-1) - log_decay.unsqueeze(-2)).masked_fill(~causal, float("-inf")).exp()
     # ratio[t, i] = gamma_t / gamma_i for i <= t, else 0: (B, H, num_chunks, chunk, chunk)
@@ -110,7 +112,8 @@ def _chunked(query, key, value, beta, gate, C):
 
     u_values = solve(b.unsqueeze(-1) * v)  # (B, H, num_chunks, chunk, Ev): corrections if S_0 = 0
     w_keys = solve((b * decay).unsqueeze(-1) * k)  # (B, H, num_chunks, chunk, E): how S_0 enters them
-    scores = (q @ k.transpose(-2, -1)) * ratio  # (B, H, num_chunks, chunk, chunk): gamma_t/gamma_i q_t.k_i, i <= t
+    # (B, H, num_chunks, chunk, chunk): gamma_t / gamma_i q_t.k_i, for i <= t
+    scores = (q @ k.transpose(-2, -1)) * ratio
     state = key.new_zeros(B, H, value.size(-1), E)  # (B, H, Ev, E)
     outputs = []
     for n in range(q.size(2)):  # only this loop is sequential: one step per chunk

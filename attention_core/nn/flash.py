@@ -1,5 +1,5 @@
-"""Exact attention without the L x S matrix: the online softmax and tiled attention
-of FlashAttention (Dao et al., 2022), here in plain PyTorch on the CPU.
+"""Chapter 11: exact attention without the L x S matrix, the online softmax and tiled
+attention of FlashAttention (Dao et al., 2022), here in plain PyTorch on the CPU.
 
 The online softmax (Milakov & Gimelshein, 2018) keeps, for each row, the running
 maximum ``m`` and the running sum ``l = sum exp(s - m)`` of the scores seen so far.
@@ -45,8 +45,9 @@ def flash_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                     attn_mask: torch.Tensor | None = None, is_causal: bool = False,
                     scale: float | None = None, block_q: int = 512,
                     block_k: int = 512) -> tuple[torch.Tensor, None]:
-    """Tiled exact attention: equal to :func:`~attention_core.nn.functional.scaled_dot_product_attention`'s output,
-    while holding at most a ``(..., block_q, block_k)`` tile of scores at a time.
+    """Tiled exact attention: equal to
+    :func:`~attention_core.nn.functional.scaled_dot_product_attention`'s output, while
+    holding at most a ``(..., block_q, block_k)`` tile of scores at a time.
 
     Same arguments and masking rules as ``scaled_dot_product_attention`` (bool mask,
     True = may attend, or float mask; ``is_causal`` aligned to the end; a query with
@@ -79,11 +80,11 @@ def flash_attention_lse(query: torch.Tensor, key: torch.Tensor, value: torch.Ten
     L, S = query.size(-2), key.size(-2)
     batch = torch.broadcast_shapes(query.shape[:-2], key.shape[:-2])
     if attn_mask is not None:
-        check_attn_mask(attn_mask, batch + (L, S), query.device)
-        attn_mask = attn_mask.expand(batch + (L, S))
+        check_attn_mask(attn_mask, (*batch, L, S), query.device)
+        attn_mask = attn_mask.expand((*batch, L, S))
     scale = 1.0 / math.sqrt(query.size(-1)) if scale is None else scale
-    out = query.new_empty(batch + (L, value.size(-1)))  # (..., L, Ev)
-    lse = query.new_empty(batch + (L,))  # (..., L)
+    out = query.new_empty((*batch, L, value.size(-1)))  # (..., L, Ev)
+    lse = query.new_empty((*batch, L))  # (..., L)
     for q0 in range(0, L, block_q):
         q1 = min(q0 + block_q, L)
         mask = None if attn_mask is None else attn_mask[..., q0:q1, :]  # (..., Bq, S)
@@ -95,9 +96,9 @@ def flash_attention_lse(query: torch.Tensor, key: torch.Tensor, value: torch.Ten
 def _query_block(q, key, value, mask, is_causal, q0, L, block_k):
     """One block of queries ``q (..., Bq, E)`` (already scaled) against all keys."""
     Bq, S = q.size(-2), key.size(-2)
-    m = q.new_full(q.shape[:-1] + (1,), NEG_INF)  # (..., Bq, 1) running max
-    l = q.new_zeros(q.shape[:-1] + (1,))  # (..., Bq, 1) running sum
-    acc = q.new_zeros(q.shape[:-1] + (value.size(-1),))  # (..., Bq, Ev) running output
+    m = q.new_full((*q.shape[:-1], 1), NEG_INF)  # (..., Bq, 1) running max
+    l = q.new_zeros((*q.shape[:-1], 1))  # (..., Bq, 1) running sum
+    acc = q.new_zeros((*q.shape[:-1], value.size(-1)))  # (..., Bq, Ev) running output
     last_key = q0 + Bq - 1 + (S - L)  # the last key the block's last query may see
     for k0 in range(0, S, block_k):
         if is_causal and k0 > last_key:

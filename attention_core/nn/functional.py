@@ -1,4 +1,5 @@
-"""Scaled dot-product attention (Vaswani et al., 2017) and the softmax under it.
+"""Chapter 1 (and 2, 3, 4, 5, 7, 8, 11, 12): scaled dot-product attention (Vaswani et
+al., 2017) and the softmax under it.
 
     Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k) + bias) V
 

@@ -1,8 +1,14 @@
-"""The key/value cache of autoregressive decoding and what it costs.
+"""Chapter 9 (and 12): the key/value cache of autoregressive decoding and what it costs.
 
 A decoder generating token t needs the keys and values of tokens 0..t-1 again; they
 never change, so they are kept instead of recomputed. Only the new token's key and
 value are projected at each step.
+
+Every cache of the package shares one interface, as HuggingFace's cache layers do
+(``update``, ``get_seq_length``, ``reset``): :class:`Cache` (``length``, ``nbytes()``,
+``reset()``), and :class:`HeadCache` for the caches of per-head keys and values that
+``MultiHeadAttention(..., kv_cache=cache)`` decodes with (``append(k, v)``). Code that
+reuses a cache calls ``reset()``; it never writes a cache's state by hand.
 
 Shape legend: B batch, Hkv key/value heads (h_kv), T tokens appended in one step, S
 cached length (the keys a new query attends to), E head dim (d_k).
@@ -10,9 +16,42 @@ cached length (the keys a new query attends to), E head dim (d_k).
 
 from __future__ import annotations
 
+from typing import Protocol, runtime_checkable
+
 import torch
 
 from ._checks import check_device, check_positive_int
+
+
+@runtime_checkable
+class Cache(Protocol):
+    """What every cache of the package offers (:class:`KVCache`, :class:`RollingKVCache`,
+    :class:`~attention_core.nn.latent_attention.LatentKVCache`,
+    :class:`~attention_core.nn.paged.PagedKVCache`); each documents what its ``length``
+    counts. ``isinstance(x, Cache)`` checks that the names are there, not their types."""
+
+    length: int
+    """Tokens the cache has taken in (for one sequence, or all of them: see the cache)."""
+
+    def nbytes(self) -> int:
+        """Bytes of the keys and values (or latents) held now."""
+        ...
+
+    def reset(self) -> None:
+        """Forget everything: afterwards the cache is as a freshly built one."""
+        ...
+
+
+@runtime_checkable
+class HeadCache(Cache, Protocol):
+    """A :class:`Cache` of per-head keys and values for one attention layer, what
+    ``MultiHeadAttention.forward(..., kv_cache=...)`` takes: ``length`` is the absolute
+    position of the next token (RoPE rotates new keys from there)."""
+
+    def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Add ``k``, ``v (B, Hkv, T, E)``; return the keys and values the new tokens attend
+        to, ``(B, Hkv, S, E)``."""
+        ...
 
 
 def _check_new_kv(k: torch.Tensor, v: torch.Tensor, buffer: torch.Tensor, cache: str) -> None:
@@ -27,12 +66,14 @@ def _check_new_kv(k: torch.Tensor, v: torch.Tensor, buffer: torch.Tensor, cache:
         check_device(name, x, buffer.device, f"the cache ({cache}(..., device=...))")
 
 
-class KVCache:
-    """Pre-allocated keys and values ``(B, Hkv, max_len, E)`` for one attention layer.
+class KVCache(HeadCache):
+    """Pre-allocated keys and values ``(B, Hkv, max_len, E)`` for one attention layer, a
+    :class:`HeadCache`; ``length`` counts the positions cached so far.
 
     ``append`` writes the new entries in place (no copy of the past) and returns views
     of everything cached so far. ``dtype`` and ``device`` place the buffers (default:
     float32 on the CPU); what is appended must be on the same device.
+    ``MultiHeadAttention.new_cache(batch_size, max_len)`` builds one for a layer.
     """
 
     def __init__(self, batch_size: int, num_kv_heads: int, head_dim: int, max_len: int,
@@ -63,6 +104,17 @@ class KVCache:
         per_position = self.keys[:, :, :1].numel() * self.keys.element_size()
         return 2 * per_position * self.length
 
+    def reset(self) -> None:
+        """Empty the cache (``length`` 0, buffers zeroed) to decode a new text with it."""
+        _zero(self)
+
+
+def _zero(cache: KVCache | RollingKVCache) -> None:
+    """Zero a head cache's ``keys`` and ``values`` and its ``length``: as freshly built."""
+    cache.keys.zero_()
+    cache.values.zero_()
+    cache.length = 0
+
 
 def kv_cache_bytes(num_layers: int, num_kv_heads: int, head_dim: int, seq_len: int,
                    batch_size: int = 1, bytes_per_element: int = 2) -> int:
@@ -80,7 +132,7 @@ def kv_cache_bytes(num_layers: int, num_kv_heads: int, head_dim: int, seq_len: i
     return 2 * num_layers * num_kv_heads * head_dim * seq_len * batch_size * bytes_per_element
 
 
-class RollingKVCache:
+class RollingKVCache(HeadCache):
     """A fixed-size cache for sliding-window decoding: the last ``window`` positions in a
     rolling buffer (Mistral, Jiang et al. 2023) plus the first ``num_sinks`` positions
     kept for good, the "attention sinks" of StreamingLLM (Xiao et al. 2023).
@@ -91,8 +143,8 @@ class RollingKVCache:
     ``num_sinks + (p - num_sinks) % window``: memory never grows past
     ``num_sinks + window`` positions, however long the text.
 
-    ``length`` counts every position ever appended (the absolute position of the next
-    token), so a RoPE model rotates each key once, at its *original* position, as
+    A :class:`HeadCache`: ``length`` counts every position ever appended (the absolute
+    position of the next token), so a RoPE model rotates each key once, at its *original* position, as
     Mistral does; StreamingLLM instead renumbers positions inside the cache.
 
     One token at a time (``T = 1``), ``append`` returns exactly the keys that token may
@@ -160,6 +212,10 @@ class RollingKVCache:
         """Bytes of the keys and values held now: at most ``num_sinks + window`` positions."""
         held = min(self.length, self.num_sinks) + min(max(self.length - self.num_sinks, 0), self.window)
         return 2 * self.keys[:, :, :1].numel() * self.keys.element_size() * held
+
+    def reset(self) -> None:
+        """Empty the cache (``length`` 0, buffers zeroed) to decode a new text with it."""
+        _zero(self)
 
 
 def streaming_mask(L: int, window: int, num_sinks: int = 0, device=None) -> torch.Tensor:

@@ -1,4 +1,4 @@
-"""One KV-memory calculator for every attention variant of the book.
+"""Chapter 12: one KV-memory calculator for every attention variant of the book.
 
 A model's cache is a sum over its layers of (numbers cached per token) x (tokens held).
 The variants change one factor or the other:

@@ -1,6 +1,6 @@
-"""Multi-head latent attention (MLA, DeepSeek-AI 2024, "DeepSeek-V2"): keys and values
-come out of one small latent vector per token, so the KV cache holds that latent
-instead of every head's keys and values.
+"""Chapter 12: multi-head latent attention (MLA, DeepSeek-AI 2024, "DeepSeek-V2"): keys
+and values come out of one small latent vector per token, so the KV cache holds that
+latent instead of every head's keys and values.
 
     c_t  = W_DKV x_t                         the latent, kv_latent_dim numbers  (d_c)
     k_t^C = W_UK c_t,  v_t = W_UV c_t          per head, up-projected from it
@@ -27,6 +27,7 @@ D model width (embed_dim), E head dim (d_h), ``latent`` kv_latent_dim (d_c),
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -34,14 +35,21 @@ from torch import nn
 
 from ._checks import check_device, check_positive_int, check_tensor
 from .functional import scaled_dot_product_attention
-from .multihead import merge_heads, split_heads
+from .heads import merge_heads, split_heads
+from .kv_cache import Cache
 from .positional import apply_rotary
 
 
-class LatentKVCache:
+class LatentKVCache(Cache):
     """The cache of :class:`MultiHeadLatentAttention`: per token the latent ``c``
     (``kv_latent_dim`` numbers) and the shared rotary key ``k^R`` (``rope_dim``), in one
-    buffer ``(B, max_len, kv_latent_dim + rope_dim)``; no per-head keys or values."""
+    buffer ``(B, max_len, kv_latent_dim + rope_dim)``; no per-head keys or values.
+
+    A :class:`~attention_core.nn.kv_cache.Cache`: ``length`` counts the positions cached
+    so far (each sequence of the batch holds that many), the absolute position of the
+    next token. Its ``append`` takes latents, not per-head keys and values, so it does not
+    fit where a :class:`~attention_core.nn.kv_cache.HeadCache` goes (a type checker says
+    so; ``isinstance`` compares names only)."""
 
     def __init__(self, batch_size: int, kv_latent_dim: int, rope_dim: int, max_len: int,
                  dtype=torch.float32, device=None):
@@ -62,12 +70,17 @@ class LatentKVCache:
         """Bytes of everything cached so far (all sequences of the batch)."""
         return self.buffer.size(0) * self.length * self.nbytes_per_token
 
+    def reset(self) -> None:
+        """Empty the cache (``length`` 0, buffer zeroed) to decode a new text with it."""
+        self.buffer.zero_()
+        self.length = 0
+
     def append(self, latent: torch.Tensor, rope_key: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Add ``latent (B, T, kv_latent_dim)`` and ``rope_key (B, T, rope_dim)``; return
         all cached latents ``(B, S, kv_latent_dim)`` and rotary keys ``(B, S, rope_dim)`` (views)."""
         B, T = latent.shape[:2]
         width = (self.kv_latent_dim, self.rope_dim)
-        if (B, latent.size(-1), rope_key.size(-1)) != (self.buffer.size(0),) + width \
+        if (B, latent.size(-1), rope_key.size(-1)) != (self.buffer.size(0), *width) \
                 or rope_key.shape[:2] != (B, T):
             raise ValueError(f"latent {tuple(latent.shape)} and rope_key {tuple(rope_key.shape)} must be "
                              f"(B={self.buffer.size(0)}, T, {width[0]}) and (B, T, {width[1]})")
@@ -110,19 +123,20 @@ class MultiHeadLatentAttention(nn.Module):
         check_positive_int("head_dim", head_dim)
         self.embed_dim, self.num_heads, self.head_dim = embed_dim, num_heads, head_dim
         self.kv_latent_dim, self.rope_dim, self.rope_base = kv_latent_dim, rope_dim, rope_base
-        where = {"device": device, "dtype": dtype, "bias": False}
+        factory_kwargs = {"device": device, "dtype": dtype}
+        linear = functools.partial(nn.Linear, bias=False, **factory_kwargs)  # MLA has no biases
         q_width = num_heads * (head_dim + rope_dim)  # per head: content, then rotary part
         if q_latent_dim is None:
-            self.q_proj = nn.Linear(embed_dim, q_width, **where)
+            self.q_proj = linear(embed_dim, q_width)
         else:
             check_positive_int("q_latent_dim", q_latent_dim)
-            self.q_proj = nn.Sequential(nn.Linear(embed_dim, q_latent_dim, **where),  # W_DQ
-                                        nn.Linear(q_latent_dim, q_width, **where))  # W_UQ, W_QR
-        self.kv_down = nn.Linear(embed_dim, kv_latent_dim, **where)  # W_DKV
-        self.k_rope = nn.Linear(embed_dim, rope_dim, **where) if rope_dim else None  # W_KR
-        self.k_up = nn.Linear(kv_latent_dim, num_heads * head_dim, **where)  # W_UK
-        self.v_up = nn.Linear(kv_latent_dim, num_heads * head_dim, **where)  # W_UV
-        self.out_proj = nn.Linear(num_heads * head_dim, embed_dim, **where)  # W_O
+            self.q_proj = nn.Sequential(linear(embed_dim, q_latent_dim),  # W_DQ
+                                        linear(q_latent_dim, q_width))  # W_UQ, W_QR
+        self.kv_down = linear(embed_dim, kv_latent_dim)  # W_DKV
+        self.k_rope = linear(embed_dim, rope_dim) if rope_dim else None  # W_KR
+        self.k_up = linear(kv_latent_dim, num_heads * head_dim)  # W_UK
+        self.v_up = linear(kv_latent_dim, num_heads * head_dim)  # W_UV
+        self.out_proj = linear(num_heads * head_dim, embed_dim)  # W_O
 
     def new_cache(self, batch_size: int, max_len: int) -> LatentKVCache:
         """An empty :class:`LatentKVCache` on the parameters' device and in their dtype."""

@@ -1,5 +1,5 @@
-"""Linear (kernel) attention: replace exp(q . k) by a dot product of features,
-phi(q) . phi(k), and reorder the products so no L x S matrix is ever formed.
+"""Chapter 8 (and 12): linear (kernel) attention; replace exp(q . k) by a dot product of
+features, phi(q) . phi(k), and reorder the products so no L x S matrix is ever formed.
 
     softmax attention:  out_i = sum_j exp(q_i . k_j) v_j / sum_j exp(q_i . k_j)
     kernel attention:   out_i = phi(q_i)^T (sum_j phi(k_j) v_j^T) / phi(q_i)^T (sum_j phi(k_j))
@@ -20,7 +20,7 @@ projected length (the book's r, the paper's k).
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -105,8 +105,8 @@ def _causal_linear(q, k, value, chunk_size, eps):
     ``value (..., T, Ev)`` as prefix sums over chunks: ``(..., T, Ev)``."""
     T = q.size(-2)
     batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2])
-    state = q.new_zeros(batch + (q.size(-1), value.size(-1)))  # (..., F, Ev)
-    z = q.new_zeros(batch + (q.size(-1), 1))  # (..., F, 1)
+    state = q.new_zeros((*batch, q.size(-1), value.size(-1)))  # (..., F, Ev)
+    z = q.new_zeros((*batch, q.size(-1), 1))  # (..., F, 1)
     outputs = []
     for c0 in range(0, T, chunk_size):
         qc, kc, vc = (x[..., c0:c0 + chunk_size, :] for x in (q, k, value))
@@ -180,14 +180,15 @@ def sequence_projection(proj_len: int, seq_len: int, seed: int = 0, dtype=torch.
                         device=None) -> torch.Tensor:
     """A random ``(proj_len, S)`` projection along the sequence axis (``S = seq_len``)
     with entries ``N(0, 1/proj_len)``, the Johnson-Lindenstrauss choice behind
-    Linformer's analysis (the model itself learns its projections). Drawn on the CPU with a generator seeded by
-    ``seed`` (the same values on every device), returned as ``dtype`` on ``device``
+    Linformer's analysis (the model itself learns its projections). Drawn on the CPU with a
+    generator seeded by ``seed`` (the same values on every device), returned as ``dtype`` on ``device``
     (default: float32 on the CPU)."""
     check_positive_int("proj_len", proj_len)
     check_positive_int("seq_len", seq_len)
     check_positive_int("seed", seed, minimum=0)
     g = torch.Generator().manual_seed(seed)
-    P = torch.randn(proj_len, seq_len, generator=g, dtype=torch.float64) / math.sqrt(proj_len)  # (proj_len, S)
+    P = torch.randn(proj_len, seq_len, generator=g, dtype=torch.float64)  # (proj_len, S)
+    P = P / math.sqrt(proj_len)
     return P.to(device=device, dtype=dtype)
 
 
@@ -196,8 +197,8 @@ def linformer_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Ten
                         scale: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Linformer (Wang et al. 2020): project keys and values along the sequence,
     ``K' = P_K K`` and ``V' = P_V V`` with ``key_projection`` ``P_K`` and
-    ``value_projection`` ``P_V`` of shape ``(proj_len, S)`` (the book's P_K and P_V in R^{r x S}; the paper's E and F,
-    and k for r),
+    ``value_projection`` ``P_V`` of shape ``(proj_len, S)`` (the book's P_K and P_V in
+    R^{r x S}; the paper's E and F, and k for r),
     then ordinary softmax attention over the ``proj_len`` projected positions:
     ``softmax(Q K'^T / sqrt(E)) V'``.
 

@@ -1,5 +1,6 @@
-"""Boolean attention masks. One convention everywhere: **True = may attend**
-(PyTorch's ``F.scaled_dot_product_attention``). Combine masks with ``&``.
+"""Chapter 5 (and 8, 9, 10, 11): boolean attention masks. One convention everywhere:
+**True = may attend** (PyTorch's ``F.scaled_dot_product_attention``). Combine masks with
+``&``.
 
 Every builder takes ``device=`` (default: the CPU, or for :func:`padding_mask` the
 device of ``lengths``): build the mask where the scores live, since a kernel refuses a

@@ -1,4 +1,4 @@
-"""Summaries of attention weights.
+"""Chapter 1 (and 3, 4, 8, 13): summaries of attention weights.
 
 Shape legend: ``...`` batch dims, L queries, S keys.
 """

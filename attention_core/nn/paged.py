@@ -1,6 +1,6 @@
-"""A paged KV cache (Kwon et al. 2023, vLLM): keys and values live in fixed-size blocks
-of one shared pool, and each sequence keeps a block table, the list of its blocks in
-order, like the page table of virtual memory.
+"""Chapter 12: a paged KV cache (Kwon et al. 2023, vLLM): keys and values live in
+fixed-size blocks of one shared pool, and each sequence keeps a block table, the list of
+its blocks in order, like the page table of virtual memory.
 
 Pre-allocating ``max_len`` positions per sequence reserves memory for tokens that may
 never come; a paged cache takes one block at a time, so a sequence wastes at most
@@ -19,14 +19,24 @@ import math
 import torch
 
 from ._checks import check_device, check_positive_int, check_tensor
-from .multihead import grouped_query_attention
+from .heads import grouped_query_attention
+from .kv_cache import Cache
 
 
-class PagedKVCache:
+class PagedKVCache(Cache):
     """One pool ``keys``, ``values (num_blocks, Hkv, block_size, E)`` shared by many
     sequences; ``block_tables[seq]`` lists a sequence's blocks, ``lengths[seq]`` its
     length. A sequence's position ``p`` lives in block ``block_tables[seq][p // block_size]``
-    at offset ``p % block_size``."""
+    at offset ``p % block_size``.
+
+    A :class:`~attention_core.nn.kv_cache.Cache` over all its sequences: ``length`` is the
+    number of tokens held, summed over the live sequences (:meth:`used_slots`), ``nbytes()``
+    the bytes of their keys and values, and ``reset()`` ends every sequence. (The pool
+    itself is allocated whole when the cache is built; :meth:`reserved_slots` counts the
+    positions of the blocks handed out.) Its ``append`` takes a sequence id first, so it
+    does not fit where a :class:`~attention_core.nn.kv_cache.HeadCache` goes (a type checker
+    says so; ``isinstance`` compares names only): attend with :func:`paged_attention`.
+    """
 
     def __init__(self, num_blocks: int, block_size: int, num_kv_heads: int, head_dim: int,
                  dtype=torch.float32, device=None):
@@ -37,10 +47,30 @@ class PagedKVCache:
         shape = (num_blocks, num_kv_heads, block_size, head_dim)
         self.keys = torch.zeros(shape, dtype=dtype, device=device)
         self.values = torch.zeros(shape, dtype=dtype, device=device)
-        self.free_blocks = list(range(num_blocks - 1, -1, -1))  # pop() hands out 0, 1, 2, ...
+        self._empty_tables()
+
+    def _empty_tables(self) -> None:
+        """No sequence, every block free."""
+        self.free_blocks = list(range(self.keys.size(0) - 1, -1, -1))  # pop() hands out 0, 1, 2, ...
         self.block_tables: dict[int, list[int]] = {}
         self.lengths: dict[int, int] = {}
         self._next_id = 0
+
+    @property
+    def length(self) -> int:
+        """Tokens held, summed over the live sequences (the same as :meth:`used_slots`)."""
+        return self.used_slots()
+
+    def nbytes(self) -> int:
+        """Bytes of the keys and values of the tokens held (``length`` positions)."""
+        per_position = self.keys[0, :, 0].numel() * self.keys.element_size()  # (Hkv, E)
+        return 2 * per_position * self.length
+
+    def reset(self) -> None:
+        """End every sequence and zero the pool: as freshly built (ids start again at 0)."""
+        self.keys.zero_()
+        self.values.zero_()
+        self._empty_tables()
 
     def add_sequence(self) -> int:
         """Start an empty sequence; return its id. It holds no block until it has a token."""
@@ -74,9 +104,9 @@ class PagedKVCache:
         positions = torch.arange(start, start + T)  # (T,)
         blocks = torch.tensor(table, dtype=torch.long)[positions // self.block_size]  # (T,)
         offsets = positions % self.block_size  # (T,)
-        where = (blocks.to(self.keys.device), slice(None), offsets.to(self.keys.device))
-        self.keys[where] = k.transpose(0, 1)  # (T, Hkv, E): one row per new position
-        self.values[where] = v.transpose(0, 1)
+        index = (blocks.to(self.keys.device), slice(None), offsets.to(self.keys.device))
+        self.keys[index] = k.transpose(0, 1)  # (Hkv, T, E) -> (T, Hkv, E): one row per new position
+        self.values[index] = v.transpose(0, 1)
         self.lengths[seq] = start + T
 
     def free(self, seq: int) -> None:

@@ -1,4 +1,4 @@
-"""Position information for attention, which by itself ignores order.
+"""Chapter 10 (and 11): position information for attention, which by itself ignores order.
 
 Every function that makes a tensor takes ``device=`` and ``dtype=`` (default: float32 on
 the CPU); tables are computed in float64 on the CPU, so every device gets the same

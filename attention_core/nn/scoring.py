@@ -1,6 +1,6 @@
-"""Alignment scores of the encoder-decoder attention of Bahdanau et al. (2014) and
-Luong et al. (2015): how well a decoder state ``u`` matches each encoder state ``e_i``
-(the book's notation, chapter 7; the papers write s and h).
+"""Chapter 7: alignment scores of the encoder-decoder attention of Bahdanau et al.
+(2014) and Luong et al. (2015): how well a decoder state ``u`` matches each encoder
+state ``e_i`` (the book's notation, chapter 7; the papers write s and h).
 
     additive (Bahdanau)   score(u, e) = v^T tanh(W_s u + W_h e)
     dot      (Luong)      score(u, e) = u^T e
@@ -82,7 +82,8 @@ class ConcatScore(nn.Module):
 
     def forward(self, query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
         """``query (B, query_dim)``, ``keys (B, S, key_dim)`` -> scores ``(B, S)``."""
-        pairs = torch.cat((query.unsqueeze(1).expand(-1, keys.size(1), -1), keys), -1)  # (B, S, query_dim + key_dim)
+        repeated = query.unsqueeze(1).expand(-1, keys.size(1), -1)  # (B, query_dim) -> (B, S, query_dim)
+        pairs = torch.cat((repeated, keys), -1)  # (B, S, query_dim + key_dim)
         return self.v(torch.tanh(self.W(pairs))).squeeze(-1)  # (B, S)
 
 

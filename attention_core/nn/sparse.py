@@ -1,6 +1,6 @@
-"""Sparse attention: masks that keep a fraction of the L x L matrix, how information
-spreads through them over layers, and a sliding-window attention whose cost really
-grows as O(L * window).
+"""Chapter 8: sparse attention, masks that keep a fraction of the L x L matrix, how
+information spreads through them over layers, and a sliding-window attention whose cost
+really grows as O(L * window).
 
 Patterns: the sliding window (:func:`~attention_core.nn.masks.sliding_window_mask`),
 its dilated version (Longformer, Beltagy et al. 2020), global tokens and random keys
@@ -223,10 +223,10 @@ def sliding_window_attention(query: torch.Tensor, key: torch.Tensor, value: torc
     check_positive_int("block_size", block)
     batch = torch.broadcast_shapes(query.shape[:-2], key.shape[:-2])
     if attn_mask is not None:
-        check_attn_mask(attn_mask, batch + (T, T), query.device)
-        attn_mask = attn_mask.expand(batch + (T, T))  # a view, sliced per block below
+        check_attn_mask(attn_mask, (*batch, T, T), query.device)
+        attn_mask = attn_mask.expand((*batch, T, T))  # a view, sliced per block below
     scale = 1.0 / math.sqrt(query.size(-1)) if scale is None else scale
-    out = query.new_empty(batch + (T, value.size(-1)))  # (..., T, Ev)
+    out = query.new_empty((*batch, T, value.size(-1)))  # (..., T, Ev)
     for q0 in range(0, T, block):
         q1 = min(q0 + block, T)
         k0, k1 = max(0, q0 - window + 1), (q1 if is_causal else min(T, q1 + window - 1))
@@ -263,7 +263,7 @@ def lsh_buckets(x: torch.Tensor, num_buckets: int, num_hashes: int = 1, seed: in
     check_positive_int("num_hashes", num_hashes)
     check_positive_int("seed", seed, minimum=0)
     if num_buckets == 1:  # the exact limit: everyone shares the one bucket
-        return torch.zeros((num_hashes,) + tuple(x.shape[:-1]), dtype=torch.long, device=x.device)
+        return torch.zeros((num_hashes, *x.shape[:-1]), dtype=torch.long, device=x.device)
     g = torch.Generator().manual_seed(seed)
     W = torch.randn(num_hashes, x.size(-1), num_buckets // 2, generator=g, dtype=torch.float64)
     W = W.to(x.device)  # drawn on the CPU (the same rotations on every device), used on x's
@@ -333,7 +333,7 @@ def lsh_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, n
         if chunks > 1:  # each chunk also sees the chunk before it (the first, the last)
             k_c, v_c = (torch.cat((x, x.roll(1, dims=-3)), -2) for x in (k_c, v_c))
             kpos, kbkt = (torch.cat((x, x.roll(1, dims=-2)), -1) for x in (pos_c, bkt_c))
-        scores = (q_c * scale) @ k_c.transpose(-2, -1)  # (..., chunks, chunk_size, chunk_size or 2 * chunk_size)
+        scores = (q_c * scale) @ k_c.transpose(-2, -1)  # (..., chunks, chunk_size, chunk_size or twice)
         scores = scores.masked_fill(bkt_c.unsqueeze(-1) != kbkt.unsqueeze(-2), NEG_INF)
         scores = scores.masked_fill(pos_c.unsqueeze(-1) == kpos.unsqueeze(-2), -1e5)  # self: last resort
         lse = scores.logsumexp(-1, keepdim=True)  # (..., chunks, chunk_size, 1)

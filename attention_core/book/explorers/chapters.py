@@ -1,32 +1,44 @@
-"""The book's explorers, one per chapter. Each is a ``compute`` (the maths, from
-``attention_core``), a panel from :mod:`attention_core.book.viz` (the drawing) and its
-controls; :class:`~attention_core.book.explorers.engine.Explorer` does the rest.
+"""The book's explorers, for every chapter: one per chapter, each docstring naming its
+chapter. Each is a ``compute`` (the maths, from :mod:`attention_core.nn` and
+:mod:`attention_core.models`), a panel from :mod:`attention_core.book.viz.panels` (the
+drawing) and its controls; :class:`~attention_core.book.explorers.engine.Explorer` does
+the rest.
 """
 
 from __future__ import annotations
 
 import html
 import math
+from collections.abc import Mapping, Sequence
 from functools import partial
-from typing import Any, Mapping, Sequence
+from typing import Any
 
+import ipywidgets as widgets
 import numpy as np
 import torch
 
-from .. import viz
+from ...models.scaling import random_scores, softmax_saturation
+from ...models.seq2seq import TARGET_VOCAB, encode_batch, translate
+from ...models.serving import variants
 from ...models.stack_statistics import stack_statistics
+from ...models.toy_tasks import head_roles, reverse_and_shift_batch, word_embeddings
 from ...nn.flash import online_softmax
 from ...nn.functional import scaled_dot_product_attention
 from ...nn.kv_cache import kv_cache_bytes
-from ...models.serving import variants
 from ...nn.kv_memory import kv_memory_bytes
 from ...nn.masks import causal_mask, padding_mask, sliding_window_mask
 from ...nn.multihead import MultiHeadAttention
 from ...nn.positional import sinusoidal_encoding
-from ...models.scaling import random_scores, softmax_saturation
-from ...models.seq2seq import TARGET_VOCAB, encode_batch, translate
-from ...nn.sparse import density, dilated_window_mask, fixed_mask, global_mask, layers_from, random_mask, strided_mask
-from ...models.toy_tasks import head_roles, reverse_and_shift_batch, word_embeddings
+from ...nn.sparse import (
+    density,
+    dilated_window_mask,
+    fixed_mask,
+    global_mask,
+    layers_from,
+    random_mask,
+    strided_mask,
+)
+from ..viz import panels
 from .engine import Explorer
 
 
@@ -47,7 +59,7 @@ def basics_explorer(tokens: Sequence[str], temperatures=(0.25, 0.5, 1.0, 2.0, 4.
                 "title": f"τ = {temperature}: each row sums to 1"}
 
     return Explorer(
-        partial(viz.heatmap_entropy_panel, max_tokens=len(tokens)), compute,
+        partial(panels.heatmap_entropy_panel, max_tokens=len(tokens)), compute,
         {"temperature": list(temperatures), "tokens_shown": list(range(2, len(tokens) + 1))},
         initial={"temperature": 1.0 if 1.0 in temperatures else temperatures[0],
                  "tokens_shown": len(tokens)},
@@ -68,9 +80,10 @@ def scaling_explorer(d_ks=(1, 4, 16, 64, 256, 1024), num_keys: int = 16) -> Expl
         return {"d_k": d_k, "scaled": scaled, "scores": random_scores(d_k, 2000, num_keys, scaled)}
 
     return Explorer(
-        partial(viz.scaling_panel, d_ks=d_ks, mean_entropy=mean_entropy, num_keys=num_keys),
+        partial(panels.scaling_panel, d_ks=d_ks, mean_entropy=mean_entropy, num_keys=num_keys),
         compute, {"d_k": d_ks, "scaling": ["on", "off"]}, initial={"d_k": 64},
-        labels={"d_k": "key width d_k", "scaling": "divide by √d_k"}, figsize=(7.2, 3.1), narrow_figsize=(3.5, 7.6),
+        labels={"d_k": "key width d_k", "scaling": "divide by √d_k"},
+        figsize=(7.2, 3.1), narrow_figsize=(3.5, 7.6),
         alt="Histogram of dot-product scores, one softmax row, and the mean row entropy "
             "against d_k, with and without the 1/sqrt(d_k) scaling.")
 
@@ -90,7 +103,7 @@ def self_attention_explorer(tokens: Sequence[str], d_models=(4, 8, 16, 32, 64), 
                 "title": f"d_model = {d_model}, random W_q, W_k"}
 
     return Explorer(
-        partial(viz.heatmap_entropy_panel, max_tokens=len(tokens)), compute,
+        partial(panels.heatmap_entropy_panel, max_tokens=len(tokens)), compute,
         {"d_model": list(d_models), "tokens_shown": list(range(2, len(tokens) + 1))},
         initial={"d_model": 16 if 16 in d_models else d_models[0], "tokens_shown": len(tokens)},
         figsize=(7.2, 3.4), narrow_figsize=(3.5, 6.4),
@@ -114,7 +127,7 @@ def masking_explorer(tokens: Sequence[str], d_model: int = 16) -> Explorer:
                 "title": f"causal {causal}, {padding} padded key(s)"}
 
     return Explorer(
-        partial(viz.heatmap_entropy_panel, max_tokens=len(tokens)), compute,
+        partial(panels.heatmap_entropy_panel, max_tokens=len(tokens)), compute,
         {"tokens_shown": list(range(4, len(tokens) + 1)), "padding": [0, 1, 2, 3],
          "causal": ["off", "on"]},
         initial={"tokens_shown": len(tokens), "padding": 2, "causal": "on"},
@@ -144,7 +157,7 @@ def heads_explorer(models: Mapping[int, Any], seq_len: int, vocab_size: int,
                 "tokens": [str(t) for t in x[example].tolist()]}
 
     return Explorer(
-        partial(viz.head_grid_panel, max_heads=max(models), seq_len=seq_len), compute,
+        partial(panels.head_grid_panel, max_heads=max(models), seq_len=seq_len), compute,
         {"num_heads": sorted(models), "example": list(range(num_examples))},
         initial={"num_heads": sorted(models)[-1]}, labels={"num_heads": "heads",
                                                            "example": "test example"},
@@ -168,7 +181,7 @@ def block_explorer(depths=(2, 4, 8, 16, 32), seed: int = 0) -> Explorer:
         return {"stream": stream, "grads": grads, "name": norm}
 
     return Explorer(
-        partial(viz.block_stack_panel, max_depth=max(depths), stream_max=stream_max, grad_max=grad_max),
+        partial(panels.block_stack_panel, max_depth=max(depths), stream_max=stream_max, grad_max=grad_max),
         compute, {"norm": ["pre-norm", "post-norm"], "depth": depths}, initial={"depth": 16},
         labels={"norm": "norm placement", "depth": "blocks"}, figsize=(7.2, 3.2), narrow_figsize=(3.5, 6.2),
         alt="The size of the residual stream after each block and the gradient norm of each "
@@ -185,7 +198,7 @@ def kv_sharing_explorer(num_heads: int = 32, head_dim: int = 128, num_layers: in
         return kv_cache_bytes(num_layers, num_kv_heads, head_dim, context) / 2**30
 
     return Explorer(
-        partial(viz.kv_sharing_panel, num_heads=num_heads, contexts=list(contexts), cache_gib=cache_gib),
+        partial(panels.kv_sharing_panel, num_heads=num_heads, contexts=list(contexts), cache_gib=cache_gib),
         lambda num_kv_heads, context: {"num_kv_heads": num_kv_heads, "context": context},
         {"num_kv_heads": kv_options, "context": list(contexts)},
         initial={"num_kv_heads": 8 if 8 in kv_options else kv_options[0], "context": 4096},
@@ -203,7 +216,7 @@ def kv_memory_explorer(contexts=(1024, 8192, 65536, 262144), **shape) -> Explore
     curves = {name: [kv_memory_bytes(layout, n) / 2**30 for n in contexts]
               for name, layout in layouts.items()}
     return Explorer(
-        partial(viz.kv_memory_panel, contexts=list(contexts), curves=curves),
+        partial(panels.kv_memory_panel, contexts=list(contexts), curves=curves),
         lambda variant, context: {"variant": variant, "context": context},
         {"variant": list(layouts), "context": list(contexts)},
         initial={"variant": "MLA", "context": 65536 if 65536 in contexts else contexts[-1]},
@@ -224,7 +237,7 @@ def positional_explorer(d_models=(16, 32, 64, 128), bases=(100.0, 1000.0, 10000.
                 "title": f"PE, d_model = {d_model}, base = {base:g}"}
 
     return Explorer(
-        partial(viz.sinusoidal_panel, max_positions=max(positions), max_d_model=max(d_models)),
+        partial(panels.sinusoidal_panel, max_positions=max(positions), max_d_model=max(d_models)),
         compute, {"d_model": list(d_models), "base": list(bases), "positions": list(positions)},
         initial={"d_model": 64 if 64 in d_models else d_models[0], "base": bases[-1],
                  "positions": positions[-1]},
@@ -235,7 +248,7 @@ def positional_explorer(d_models=(16, 32, 64, 128), bases=(100.0, 1000.0, 10000.
 
 def tile_states(seq_len: int, block: int, done: int) -> tuple[np.ndarray, int]:
     """Chapter 11's picture of one query block: ``(state (L, L), tracked row)`` with the
-    codes of :data:`attention_core.book.viz.TILE_STATES`; the tracked query block is the
+    codes of :data:`attention_core.book.viz.panels.TILE_STATES`; the tracked query block is the
     middle one and ``done`` of its key blocks have been read."""
     tracked = (seq_len // block // 2) * block  # first row of a query block in the middle
     state = np.zeros((seq_len, seq_len))
@@ -263,7 +276,7 @@ def tiling_explorer(seq_lens=(8, 16, 32), blocks=(2, 4, 8), seed: int = 0) -> Ex
                              f"m = {trace[-1]['m']:.2f}, l = {trace[-1]['l']:.2f}"}
 
     return Explorer(
-        partial(viz.tiling_panel, max_len=max(seq_lens)), compute,
+        partial(panels.tiling_panel, max_len=max(seq_lens)), compute,
         {"seq_len": list(seq_lens), "block": list(blocks),
          # one position per key block of the chosen length and block size: 1 .. L / block
          "key_blocks_done": lambda seq_len, block: range(1, seq_len // block + 1)},
@@ -299,7 +312,7 @@ def sparse_mask_explorer(lengths=(32, 64), sizes=(2, 4, 8), num_globals=(0, 2),
                 "title_reach": f"+ {num_global} global tokens, {num_random} random keys per query"}
 
     return Explorer(
-        partial(viz.sparse_reach_panel, max_len=max(lengths)), compute,
+        partial(panels.sparse_reach_panel, max_len=max(lengths)), compute,
         {"pattern": list(SPARSE_PATTERNS), "L": list(lengths), "size": list(sizes),
          "num_global": list(num_globals), "num_random": list(num_randoms)},
         initial={"L": max(lengths), "size": sizes[len(sizes) // 2]},
@@ -311,19 +324,17 @@ def sparse_mask_explorer(lengths=(32, 64), sizes=(2, 4, 8), num_globals=(0, 2),
 
 
 class AlignmentExplorer(Explorer):
-    """An :class:`~attention_core.book.explorers.engine.Explorer` whose live view also has a text box: type a source sentence,
-    press Enter, and it joins the examples (bad input gets a message naming the
-    allowed words instead of a traceback)."""
+    """Chapter 7: an :class:`~attention_core.book.explorers.engine.Explorer` whose live
+    view also has a text box: type a source sentence, press Enter, and it joins the
+    examples (bad input gets a message naming the allowed words instead of a traceback)."""
 
     def widget(self):
         if self._widget is None:
-            import ipywidgets as w
-
             box = super().widget()
             slider = box.sliders[list(self.controls).index("sentence")]
-            text = w.Text(placeholder="type a sentence, e.g. a b c d, then Enter",
+            text = widgets.Text(placeholder="type a sentence, e.g. a b c d, then Enter",
                           description="sentence", continuous_update=False)
-            message = w.HTML()
+            message = widgets.HTML()
 
             def typed(change):
                 sentence = " ".join(change["new"].split())
@@ -339,7 +350,7 @@ class AlignmentExplorer(Explorer):
                 slider.value = sentence
 
             text.observe(typed, names="value")
-            self._widget = w.VBox([w.HBox([text, message]), *box.children])
+            self._widget = widgets.VBox([widgets.HBox([text, message]), *box.children])
             self._widget.sliders, self._widget.image = box.sliders, box.image
             self._widget.text, self._widget.message = text, message
         return self._widget
@@ -363,7 +374,7 @@ def alignment_explorer(models: Mapping[str, Any], sentences: Sequence[str]) -> A
                 "title": f"{model}: {' '.join(w for w in out if w != '</s>')}\n({verdict})"}
 
     return AlignmentExplorer(
-        partial(viz.alignment_panel, max_source=max(len(s.split()) for s in sentences)), compute,
+        partial(panels.alignment_panel, max_source=max(len(s.split()) for s in sentences)), compute,
         {"sentence": list(sentences), "model": list(models)}, figsize=(5.6, 4.6),
         narrow_figsize=(3.5, 3.8),
         labels={"sentence": "source sentence"},
@@ -397,7 +408,7 @@ def pretrained_explorer(model, tokenizer, sentences: Sequence[str]) -> Explorer:
                          f"{mean.mean(0)[top]:.0%} of a row goes to {tokens[top]}"}
 
     return Explorer(
-        partial(viz.pretrained_layer_panel, num_heads=num_heads,
+        partial(panels.pretrained_layer_panel, num_heads=num_heads,
                 max_tokens=max(len(r[1]) for r in runs.values())), compute,
         {"sentence": list(sentences), "layer": list(range(1, num_layers + 1))},
         figsize=(7.2, 3.7), narrow_figsize=(3.5, 7.4),

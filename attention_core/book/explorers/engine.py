@@ -1,10 +1,11 @@
-"""The explorer engine: a figure, the controls that drive it, and its current state.
+"""The explorer engine, for every chapter's explorer: a figure, the controls that drive
+it, and its current state.
 
 An explorer is three small things:
 
 * ``compute(**values) -> data``: the maths for one setting of the controls (calls
   ``attention_core``; knows nothing about drawing);
-* ``draw(fig, layout) -> update``: a panel from :mod:`attention_core.book.viz` that draws
+* ``draw(fig, layout) -> update``: a panel from :mod:`attention_core.book.viz.panels` that draws
   the fixed parts once, side by side (``layout="wide"``) or stacked for a phone
   (``"narrow"``); ``update(**data)`` changes the artists in place;
 * ``controls``: name -> the values it steps through, or a function of the controls
@@ -26,34 +27,18 @@ Its notebook output carries one of two views:
 from __future__ import annotations
 
 import inspect
-import io
 import math
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
 
-from ..static_figure import call_draw, recording_canvas
 from ...models.site_build import building_website
+from ..render import FIGSIZE, LAYOUT_STYLE, draw_layout, is_narrow, layout_figsizes, layout_rc, png_bytes
+from .live import widget_view, widget_view_mimebundle
+from .static import snapshot_html, static_html
 
 Draw = Callable[..., Callable[..., None]]
 """``draw(fig, layout="wide") -> update``: draws the fixed parts of a figure, returns
 ``update(**data)``."""
-
-
-def png_bytes(fig, small: bool = False, draw: bool = True) -> bytes:
-    """Draw ``fig`` on its Agg canvas (unless ``draw=False``: the canvas is current)
-    and encode it as PNG. ``small`` quantises to a 256-colour palette (about 3x
-    smaller, for frames stored in a page); the live view skips that and compresses
-    lightly, to stay fast."""
-    from PIL import Image
-
-    if draw:
-        fig.canvas.draw()
-    image = Image.frombuffer("RGBA", fig.canvas.get_width_height(), fig.canvas.buffer_rgba())
-    out = io.BytesIO()
-    if small:
-        image.convert("RGB").quantize(256).save(out, format="PNG", optimize=True)
-    else:
-        image.convert("RGB").save(out, format="PNG", compress_level=1)
-    return out.getvalue()
 
 
 def human_label(name: str) -> str:
@@ -66,13 +51,9 @@ class Layout:
     rcParams), its ``update``, and the smallest text drawn on it so far
     (:attr:`min_text_px`, pixels at the image's natural size)."""
 
-    def __init__(self, draw: Draw, name: str, figsize, dpi: int, rc: Mapping[str, Any]):
-        import matplotlib
-
-        self.name, self.rc = name, dict(rc)
-        with matplotlib.rc_context(self.rc):
-            self.figure = _new_figure(figsize, dpi)
-            self._update = call_draw(draw, self.figure, name)
+    def __init__(self, draw: Draw, name: str, figsize, dpi: int | None = None):
+        self.name = name
+        self.figure, self._update = draw_layout(draw, name, figsize, dpi)
 
     @property
     def min_text_px(self) -> float:
@@ -85,9 +66,7 @@ class Layout:
 
     def show(self, data: Mapping[str, Any], draw: bool = True) -> None:
         """Update the artists to ``data`` and draw the canvas."""
-        import matplotlib
-
-        with matplotlib.rc_context(self.rc):  # ticks made while drawing get the layout's sizes
+        with layout_rc(self.name):  # ticks made while drawing get the layout's sizes
             self._update(**data)
             if draw:
                 self.figure.canvas.draw()
@@ -108,7 +87,7 @@ class Explorer:
 
     Args:
         draw: ``draw(fig, layout="wide") -> update``, usually a panel of
-            :mod:`attention_core.book.viz` (a ``draw(fig)`` without ``layout`` draws both
+            :mod:`attention_core.book.viz.panels` (a ``draw(fig)`` without ``layout`` draws both
             layouts the same way, at their sizes).
         compute: ``compute(**values) -> dict`` of keyword arguments for ``update``.
         controls: control name -> the values it steps through (the same list drives
@@ -119,19 +98,17 @@ class Explorer:
             spaces for underscores).
         figsize: size of the wide figure (inches; the live view and a desktop).
         narrow_figsize: size of the narrow figure (a phone; default: the wide one's
-            height doubled at :data:`attention_core.book.viz.LAYOUT_STYLE`'s narrow width).
+            height doubled at :data:`attention_core.book.render.LAYOUT_STYLE`'s narrow width).
         dpi: resolution of the wide figure (default: that of
-            :data:`attention_core.book.viz.LAYOUT_STYLE`).
+            :data:`attention_core.book.render.LAYOUT_STYLE`).
         alt: what the figure shows, for screen readers; the current values are added.
     """
 
     def __init__(self, draw: Draw, compute: Callable[..., Mapping[str, Any]],
                  controls: Mapping[str, Sequence[Any] | Callable[..., Sequence[Any]]],
                  initial: Mapping[str, Any] | None = None,
-                 labels: Mapping[str, str] | None = None, figsize=(7.2, 3.4),
+                 labels: Mapping[str, str] | None = None, figsize=FIGSIZE,
                  narrow_figsize=None, dpi: int | None = None, alt: str = "Interactive figure."):
-        from ..viz import LAYOUT_STYLE
-
         if not controls:
             raise ValueError("controls must name at least one control, got none")
         self._specs = {name: spec if callable(spec) else list(spec) for name, spec in controls.items()}
@@ -149,10 +126,8 @@ class Explorer:
                 raise ValueError(f"initial value {name}={initial[name]!r} is not one of None")
         self.labels = {name: (labels or {}).get(name, human_label(name)) for name in self._specs}
         self.compute, self.alt, self.draw = compute, alt, draw
-        wide = LAYOUT_STYLE["wide"]
-        self.figsizes = {"wide": tuple(figsize),
-                         "narrow": tuple(narrow_figsize or (LAYOUT_STYLE["narrow"]["width"], 2 * figsize[1]))}
-        self.dpi = dpi or wide["dpi"]
+        self.figsizes = layout_figsizes(figsize, narrow_figsize)
+        self.dpi = dpi or LAYOUT_STYLE["wide"]["dpi"]
         self._layouts: dict[str, Layout] = {}
         self.layout("wide")  # the live view's figure, drawn at the first frame
         self._widget, self._png = None, None
@@ -190,7 +165,7 @@ class Explorer:
                 yield tuple(indices), dict(values)
                 return
             for i, v in enumerate(self.options(names[k], values)):
-                yield from walk(k + 1, indices + [i], {**values, names[k]: v})
+                yield from walk(k + 1, [*indices, i], {**values, names[k]: v})
 
         yield from walk(0, [], {})
 
@@ -212,13 +187,9 @@ class Explorer:
     def layout(self, name: str) -> Layout:
         """The figure of layout ``name`` (``"wide"`` or ``"narrow"``), made on first use
         and laid out at the current values."""
-        from ..viz import LAYOUT_STYLE, check_layout
-
-        check_layout(name)
+        is_narrow(name)  # raises on an unknown layout
         if name not in self._layouts:
-            style = LAYOUT_STYLE[name]
-            layout = Layout(self.draw, name, self.figsizes[name],
-                            self.dpi if name == "wide" else style["dpi"], style["rc"])
+            layout = Layout(self.draw, name, self.figsizes[name], self.dpi if name == "wide" else None)
             layout.show(self.compute(**self.values))
             layout.freeze()
             self._layouts[name] = layout
@@ -256,15 +227,11 @@ class Explorer:
     def widget(self):
         """The live ipywidgets view (ipywidgets 7.7+ and 8), made once."""
         if self._widget is None:
-            from .live import widget_view
-
             self._widget = widget_view(self)
         return self._widget
 
     def to_html(self) -> str:
         """The static view: every frame in both layouts, and the player that swaps them."""
-        from .static import static_html
-
         return static_html(self)
 
     def _repr_mimebundle_(self, include=None, exclude=None):
@@ -272,17 +239,7 @@ class Explorer:
         if building_website():
             bundle["text/html"] = self.to_html()
             return bundle
-        from .live import widget_view_mimebundle
-        from .static import snapshot_html
-
         bundle.update(widget_view_mimebundle(self.widget()))
         bundle["text/html"] = snapshot_html(self)  # for viewers without a widget manager
         return bundle
 
-
-def _new_figure(figsize, dpi):
-    from matplotlib.figure import Figure
-
-    figure = Figure(figsize=figsize, dpi=dpi, layout="constrained")
-    recording_canvas(figure)  # records the smallest text drawn, for the legibility checks
-    return figure

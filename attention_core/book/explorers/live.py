@@ -1,4 +1,5 @@
-"""The live view of an explorer: ipywidgets sliders over the image of its figure.
+"""The live view of every chapter's explorer: ipywidgets sliders over the image of its
+figure.
 
 Works with ipywidgets 7.7+ (Colab, classic Notebook) and 8.x (JupyterLab 4,
 Notebook 7). The two versions display widgets differently (7 through
@@ -7,6 +8,8 @@ widget-view output itself, which both front ends render the same way.
 """
 
 from __future__ import annotations
+
+import ipywidgets as widgets
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
@@ -18,14 +21,12 @@ def widget_view_mimebundle(widget) -> dict:
 
 
 def _slider(explorer, name: str, on_change):
-    import ipywidgets as w
-
     values = explorer.controls[name]
-    slider = w.SelectionSlider(
+    slider = widgets.SelectionSlider(
         options=[(str(v), v) for v in values], value=explorer.values[name],
         description=explorer.labels[name], continuous_update=False,  # one redraw when it settles
         style={"description_width": "initial"},  # the whole label, never "temperat..."
-        layout=w.Layout(width="24em", max_width="100%", margin="0 1.5em 0 0"))  # wraps on phones
+        layout=widgets.Layout(width="24em", max_width="100%", margin="0 1.5em 0 0"))  # wraps on phones
     slider.observe(lambda change: on_change(name, change["new"]), names="value")
     return slider
 
@@ -34,10 +35,8 @@ def widget_view(explorer):
     """A ``VBox`` of the sliders (wrapping on narrow screens) over the figure's image;
     moving a slider updates the figure in place and replaces the image. The box has
     ``.sliders`` (in the order of the controls) and ``.image``."""
-    import ipywidgets as w
-
-    image = w.Image(value=explorer.current_png(), format="png",
-                    layout=w.Layout(max_width="100%", height="auto"))
+    image = widgets.Image(value=explorer.current_png(), format="png",
+                          layout=widgets.Layout(max_width="100%", height="auto"))
 
     updating = []  # set while dependent sliders take their new ranges
 
@@ -56,6 +55,6 @@ def widget_view(explorer):
             updating.clear()
 
     sliders = [_slider(explorer, name, moved) for name in explorer.controls]
-    box = w.VBox([w.HBox(sliders, layout=w.Layout(flex_flow="row wrap")), image])
+    box = widgets.VBox([widgets.HBox(sliders, layout=widgets.Layout(flex_flow="row wrap")), image])
     box.sliders, box.image = sliders, image
     return box

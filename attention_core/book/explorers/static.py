@@ -1,7 +1,7 @@
-"""The static view of an explorer, for the website: every combination of control
-values rendered once at build time in two layouts (``wide`` for a desktop, ``narrow``
-for a phone), range inputs, and a small player script (``player.js``, shipped with the
-package) that picks the layout by the explorer's width and swaps the frames. No
+"""The static view of every chapter's explorer, for the website: every combination of
+control values rendered once at build time in two layouts (``wide`` for a desktop,
+``narrow`` for a phone), range inputs, and a small player script (``player.js``, shipped
+with the package) that picks the layout by the explorer's width and swaps the frames. No
 kernel, no network.
 
 The frames are data URIs, so a notebook's output stands alone (Jupyter, Colab,
@@ -12,14 +12,13 @@ either.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import html
 import json
 import uuid
 from importlib.resources import files
 
-from .engine import png_bytes
+from ..render import LAYOUTS, data_uri, png_bytes
 
 BREAKPOINT_PX = 560
 """An explorer shown narrower than this (CSS px) uses the narrow layout."""
@@ -46,12 +45,7 @@ def player_js() -> str:
     return files(__package__).joinpath("player.js").read_text(encoding="utf-8")
 
 
-def data_uri(png: bytes) -> str:
-    """``png`` as a ``data:image/png;base64,...`` URI: a frame inside the page."""
-    return "data:image/png;base64," + base64.b64encode(png).decode()
-
-
-def render_frames(explorer, layouts=("wide", "narrow"), encode: bool = True) -> dict[str, dict]:
+def render_frames(explorer, layouts=LAYOUTS, encode: bool = True) -> dict[str, dict]:
     """Every setting of the controls in every layout, computed once per setting.
 
     Returns layout -> ``{"index": {"i,j,..": frame}, "images": [data URI],

@@ -1,11 +1,11 @@
-"""Static figures that read well on a desktop and on a phone.
+"""Static figures that read well on a desktop and on a phone, for every chapter.
 
 A chapter figure of several panels side by side is drawn for a desktop's content column
 (about 730 CSS px); a phone shows it at about 358 px, where its text would shrink to 4-6
 px. :func:`figure` draws a figure twice, like an explorer's frames: ``draw(fig,
 layout)`` puts the panels side by side (``layout="wide"``, 720 px) or stacked
 (``"narrow"``, 525 px shown at 358 px), each under the rcParams of
-:data:`attention_core.book.viz.LAYOUT_STYLE`. What a notebook shows:
+:data:`attention_core.book.render.LAYOUT_STYLE`. What a notebook shows:
 
 * in a live kernel (Jupyter, Colab, Binder): the wide figure, as an ordinary PNG;
 * when the website is built (:func:`~attention_core.models.site_build.building_website`): a
@@ -24,14 +24,18 @@ text and count its panels too.
 
 from __future__ import annotations
 
-import base64
 import html
-import inspect
-import io
 import math
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
-from ..models.site_build import building_website
+import matplotlib.pyplot as plt
+from IPython import get_ipython
+from IPython.display import display
+from matplotlib.figure import Figure
+
+from ...models.site_build import building_website
+from ..render import FIGSIZE, LAYOUTS, data_uri, draw_layout, is_narrow, layout_figsizes, layout_rc, save_png
 
 NARROW_MEDIA = "(max-width: 600px)"
 """Viewports where the narrow rendering is shown (the site's phone breakpoint)."""
@@ -39,32 +43,7 @@ NARROW_MEDIA = "(max-width: 600px)"
 LIVE_PNG_MIME = "image/png"
 
 
-def recording_canvas(figure):
-    """Attach an Agg canvas to ``figure`` that records the smallest text it draws
-    (``canvas.text_px``, px at the figure's dpi) and return it."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-
-    class TextRecordingCanvas(FigureCanvasAgg):
-        text_px = math.inf
-
-        def get_renderer(self, *args, **kwargs):
-            renderer = super().get_renderer(*args, **kwargs)
-            if not getattr(renderer, "_records_text", False):
-                draw_text, canvas = renderer.draw_text, self
-
-                def recording_draw_text(gc, x, y, s, prop, *a, **k):
-                    if str(s).strip():
-                        canvas.text_px = min(canvas.text_px,
-                                             prop.get_size_in_points() * canvas.figure.dpi / 72)
-                    return draw_text(gc, x, y, s, prop, *a, **k)
-
-                renderer.draw_text, renderer._records_text = recording_draw_text, True
-            return renderer
-
-    return TextRecordingCanvas(figure)
-
-
-def panels_across(figure) -> int:
+def panels_across(figure: Figure) -> int:
     """The largest number of panels (visible axes, colorbars not counted) side by side
     in one row of ``figure``."""
     boxes = []
@@ -86,36 +65,10 @@ def panels_across(figure) -> int:
     return best
 
 
-def render(figure, small: bool = True, tight: bool = False) -> dict[str, Any]:
-    """Draw ``figure`` to PNG, recording its smallest text. Returns ``{"png", "width",
-    "height", "min_text_px", "panels_across"}``; ``small`` quantises to 256 colours (for
-    the website), ``tight`` crops to the drawn content (as Jupyter's inline backend
-    does). The figure keeps its own canvas."""
-    from PIL import Image
-
-    old = figure.canvas
-    canvas = recording_canvas(figure)
-    try:
-        raw = io.BytesIO()
-        figure.savefig(raw, format="png", dpi=figure.dpi, bbox_inches="tight" if tight else None,
-                       facecolor="white")
-        text_px = canvas.text_px
-    finally:
-        figure.set_canvas(old)
-    image = Image.open(io.BytesIO(raw.getvalue()))
-    if small:
-        out = io.BytesIO()
-        image.convert("RGB").quantize(256).save(out, format="PNG", optimize=True)
-        png = out.getvalue()
-    else:
-        png = raw.getvalue()
-    return {"png": png, "width": image.size[0], "height": image.size[1],
-            "min_text_px": round(text_px, 2) if math.isfinite(text_px) else None,
-            "panels_across": panels_across(figure)}
-
-
-def _data_uri(png: bytes) -> str:
-    return "data:image/png;base64," + base64.b64encode(png).decode()
+def rendering(figure: Figure, small: bool = True, tight: bool = False) -> dict[str, Any]:
+    """One rendering of ``figure``: ``{"png", "width", "height", "min_text_px",
+    "panels_across"}`` (see :func:`~attention_core.book.render.save_png`)."""
+    return {**save_png(figure, small, tight), "panels_across": panels_across(figure)}
 
 
 def _attrs(rendering: Mapping[str, Any], layout: str) -> str:
@@ -131,75 +84,45 @@ def picture_html(renderings: Mapping[str, Mapping[str, Any]], alt: str) -> str:
     source = ""
     if "narrow" in renderings:
         narrow = renderings["narrow"]
-        source = (f'<source media="{NARROW_MEDIA}" srcset="{_data_uri(narrow["png"])}" '
+        source = (f'<source media="{NARROW_MEDIA}" srcset="{data_uri(narrow["png"])}" '
                   f'{_attrs(narrow, "narrow")}>')
     return (f'<div class="ac-figure"><picture>{source}'
-            f'<img src="{_data_uri(wide["png"])}" {_attrs(wide, "wide")} loading="lazy" '
+            f'<img src="{data_uri(wide["png"])}" {_attrs(wide, "wide")} loading="lazy" '
             f'style="max-width:100%;height:auto" alt="{html.escape(alt)}"></picture></div>')
-
-
-def call_draw(draw: Callable, figure, layout: str):
-    try:
-        params = inspect.signature(draw).parameters
-    except (TypeError, ValueError):
-        params = {}
-    takes_layout = "layout" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
-    return draw(figure, layout=layout) if takes_layout else draw(figure)
 
 
 class StaticFigure:
     """A figure drawn in a wide and a narrow layout; see :func:`figure`."""
 
-    def __init__(self, draw: Callable, figsize=(7.2, 3.4), narrow_figsize=None,
-                 alt: str = "Figure."):
-        from .viz import LAYOUT_STYLE
-
+    def __init__(self, draw: Callable, figsize=FIGSIZE, narrow_figsize=None, alt: str = "Figure."):
         if not callable(draw):
             raise TypeError(f"draw must be callable, got {type(draw).__name__}")
-        for name, size in (("figsize", figsize), ("narrow_figsize", narrow_figsize)):
-            if size is not None and (len(size) != 2 or min(size) <= 0):
-                raise ValueError(f"{name} must be (width, height) in inches, both > 0, got {size!r}")
         self.draw, self.alt = draw, alt
-        self.figsizes = {"wide": tuple(figsize),
-                         "narrow": tuple(narrow_figsize or (LAYOUT_STYLE["narrow"]["width"], 2 * figsize[1]))}
-        self._figures: dict[str, Any] = {}
+        self.figsizes = layout_figsizes(figsize, narrow_figsize)
+        self._figures: dict[str, Figure] = {}
 
-    def layout(self, name: str):
+    def layout(self, name: str) -> Figure:
         """The matplotlib ``Figure`` of layout ``name``, drawn on first use under the
         layout's dpi and rcParams."""
-        import matplotlib
-        from matplotlib.figure import Figure
-
-        from .viz import LAYOUT_STYLE, check_layout
-
-        check_layout(name)
+        is_narrow(name)  # raises on an unknown layout
         if name not in self._figures:
-            style = LAYOUT_STYLE[name]
-            with matplotlib.rc_context(style["rc"]):
-                fig = Figure(figsize=self.figsizes[name], dpi=style["dpi"], layout="constrained")
-                recording_canvas(fig)
-                call_draw(self.draw, fig, name)
+            fig, _ = draw_layout(self.draw, name, self.figsizes[name])
+            with layout_rc(name):
                 fig.canvas.draw()  # ticks and layout made under the layout's rcParams
             self._figures[name] = fig
         return self._figures[name]
 
     def render(self, name: str, small: bool = True) -> dict[str, Any]:
-        """PNG, size, smallest text and panels across of layout ``name`` (see :func:`render`)."""
-        import matplotlib
-
-        from .viz import LAYOUT_STYLE
-
-        with matplotlib.rc_context(LAYOUT_STYLE[name]["rc"]):
-            return render(self.layout(name), small=small)
+        """PNG, size, smallest text and panels across of layout ``name`` (see :func:`rendering`)."""
+        with layout_rc(name):
+            return rendering(self.layout(name), small=small)
 
     def to_html(self) -> str:
         """The website's view: both renderings in a ``<picture>``."""
-        return picture_html({name: self.render(name) for name in ("wide", "narrow")}, self.alt)
+        return picture_html({name: self.render(name) for name in LAYOUTS}, self.alt)
 
     def show(self) -> None:
         """Display the figure (as ``plt.show()`` does for a pyplot figure)."""
-        from IPython.display import display
-
         display(self)
 
     def _repr_mimebundle_(self, include=None, exclude=None):
@@ -211,7 +134,7 @@ class StaticFigure:
         return bundle
 
 
-def figure(draw: Callable, figsize=(7.2, 3.4), narrow_figsize=None, alt: str = "Figure.") -> StaticFigure:
+def figure(draw: Callable, figsize=FIGSIZE, narrow_figsize=None, alt: str = "Figure.") -> StaticFigure:
     """A static figure with a desktop (wide) and a phone (narrow) rendering.
 
     Args:
@@ -229,7 +152,7 @@ def figure(draw: Callable, figsize=(7.2, 3.4), narrow_figsize=None, alt: str = "
     return StaticFigure(draw, figsize, narrow_figsize, alt)
 
 
-def figure_alt(fig) -> str:
+def figure_alt(fig: Figure) -> str:
     """Alt text for a pyplot figure: its titles, or its axis labels."""
     parts = []
     if getattr(fig, "_suptitle", None) is not None and fig._suptitle.get_text():
@@ -241,10 +164,10 @@ def figure_alt(fig) -> str:
     return ("Figure: " + "; ".join(parts) + ".") if parts else "Figure."
 
 
-def plain_figure_html(fig) -> str:
+def plain_figure_html(fig: Figure) -> str:
     """The website's view of a pyplot figure: one rendering, cropped like Jupyter's,
     with its smallest text and panels across recorded."""
-    return picture_html({"wide": render(fig, small=True, tight=True)}, figure_alt(fig))
+    return picture_html({"wide": rendering(fig, small=True, tight=True)}, figure_alt(fig))
 
 
 def install_website_figures() -> bool:
@@ -252,16 +175,9 @@ def install_website_figures() -> bool:
     ``text/html`` view (:func:`plain_figure_html`); returns whether it did."""
     if not building_website():
         return False
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return False
     shell = get_ipython()
     if shell is None:
         return False
-    import matplotlib.pyplot as plt
-    from matplotlib.figure import Figure
-
     # Load the backend now: Jupyter's inline backend, once loaded, clears every display
     # formatter of Figure and registers its own (image/png); ours must come after.
     getattr(plt, "_get_backend_mod", lambda: None)()
