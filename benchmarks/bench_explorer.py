@@ -13,7 +13,6 @@ import re
 import time
 
 from _timing import machine, median_seconds
-
 from attention_core.book import explorers
 from attention_core.models.seq2seq import Seq2Seq
 from attention_core.models.site_build import WEBSITE_BUILD_ENV

@@ -5,10 +5,10 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import torch  # noqa: E402
+import matplotlib.pyplot as plt
+import torch
 
-from attention_core import scaled_dot_product_attention  # noqa: E402
+from attention_core import scaled_dot_product_attention
 
 OUT = Path(__file__).parent / "_generated"
 

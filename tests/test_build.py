@@ -1,10 +1,9 @@
 """The book's build is its integration test: deterministic, and loud about failures."""
 
-import json
 import shutil
-from concurrent.futures import ThreadPoolExecutor
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import nbformat

@@ -24,14 +24,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 import attention_core as ac
-from attention_core.nn import flash
-from attention_core.nn import heads
-from attention_core.nn import kv_cache
+from attention_core.nn import flash, heads, kv_cache, masks, multihead, positional, sparse
 from attention_core.nn import linear_attention as linear
-from attention_core.nn import masks
-from attention_core.nn import multihead
-from attention_core.nn import positional
-from attention_core.nn import sparse
 
 META = torch.device("meta")
 CPU = torch.device("cpu")

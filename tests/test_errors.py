@@ -3,9 +3,18 @@
 import pytest
 import torch
 
-from attention_core import (MultiHeadAttention, apply_rotary, attention_entropy, causal_mask,
-                            grouped_query_attention, kv_cache_bytes, padding_mask,
-                            scaled_dot_product_attention, sinusoidal_encoding, sliding_window_mask)
+from attention_core import (
+    MultiHeadAttention,
+    apply_rotary,
+    attention_entropy,
+    causal_mask,
+    grouped_query_attention,
+    kv_cache_bytes,
+    padding_mask,
+    scaled_dot_product_attention,
+    sinusoidal_encoding,
+    sliding_window_mask,
+)
 
 q, k, v = torch.randn(2, 3, 4), torch.randn(2, 5, 4), torch.randn(2, 5, 6)
 sdpa = scaled_dot_product_attention

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import grimp
 import pytest
+
 from conftest import ROOT
 
 BOOK_LIBRARIES = ("matplotlib", "ipywidgets", "IPython", "PIL", "seaborn")

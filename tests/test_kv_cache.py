@@ -6,9 +6,18 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from attention_core import (KVCache, LatentKVCache, MultiHeadAttention, MultiHeadLatentAttention,
-                            PagedKVCache, RollingKVCache, grouped_query_attention, kv_cache_bytes,
-                            repeat_kv, scaled_dot_product_attention)
+from attention_core import (
+    KVCache,
+    LatentKVCache,
+    MultiHeadAttention,
+    MultiHeadLatentAttention,
+    PagedKVCache,
+    RollingKVCache,
+    grouped_query_attention,
+    kv_cache_bytes,
+    repeat_kv,
+    scaled_dot_product_attention,
+)
 from attention_core.nn.kv_cache import Cache, HeadCache
 from attention_core.nn.multihead import mean_pool_kv_heads
 
@@ -162,3 +171,24 @@ def test_nbytes_counts_the_positions_cached():
         cache.append(new, new)
         assert cache.length == total
         assert cache.nbytes() == kv_cache_bytes(1, 3, 4, total, batch_size=2, bytes_per_element=2)
+
+
+def test_crop_rewinds_and_the_next_step_equals_a_fresh_decode():
+    """Decoding token S again after crop(S) gives what a cache that never saw the dropped
+    tokens gives (the rewind of chapter 9's timing loop, and of speculative decoding)."""
+    mha = MultiHeadAttention(16, 4, num_kv_heads=2).eval()
+    x = torch.randn(2, 6, 16)
+    with torch.no_grad():
+        cache = mha.new_cache(2, max_len=8)
+        mha(x[:, :4], is_causal=True, kv_cache=cache)
+        draft, _ = mha(torch.randn(2, 2, 16), is_causal=True, kv_cache=cache)  # rejected
+        cache.crop(4)
+        assert cache.length == 4 and cache.nbytes() == 2 * 2 * 2 * 4 * 4 * 4  # k and v, B, Hkv, S, E, float32
+        again, _ = mha(x[:, 4:], is_causal=True, kv_cache=cache)
+        fresh = mha.new_cache(2, max_len=8)
+        mha(x[:, :4], is_causal=True, kv_cache=fresh)
+        expected, _ = mha(x[:, 4:], is_causal=True, kv_cache=fresh)
+    torch.testing.assert_close(again, expected, rtol=0, atol=0)
+    for bad in (7, -1, 2.0, True):
+        with pytest.raises(ValueError, match="length must be an int in \\[0, 6\\]"):
+            cache.crop(bad)

@@ -6,9 +6,15 @@ import pytest
 import torch
 
 from attention_core import scaled_dot_product_attention
-from attention_core.nn.linear_attention import (elu_feature_map, kernel_attention_weights, linear_attention,
-                                   linformer_attention, performer_feature_map, random_features,
-                                   sequence_projection)
+from attention_core.nn.linear_attention import (
+    elu_feature_map,
+    kernel_attention_weights,
+    linear_attention,
+    linformer_attention,
+    performer_feature_map,
+    random_features,
+    sequence_projection,
+)
 
 
 def qkv(batch, L, S=None, E=8, Ev=5):
@@ -67,7 +73,7 @@ def test_favor_estimates_the_softmax_kernel_without_bias(orthogonal):
     estimates = []
     for seed in range(300):
         W = random_features(64, E, orthogonal, seed, dtype=torch.float64)
-        phi = lambda x: torch.exp(W @ (x / E**0.25) - (x / E**0.25).square().sum() / 2) / math.sqrt(64)  # noqa: E731
+        phi = lambda x: torch.exp(W @ (x / E**0.25) - (x / E**0.25).square().sum() / 2) / math.sqrt(64)
         estimates.append(phi(q) @ phi(k))
     exact = math.exp(q @ k / math.sqrt(E))
     assert torch.stack(estimates).mean().item() == pytest.approx(exact, rel=0.02)

@@ -10,10 +10,10 @@ import torch
 from torch.testing import assert_close
 
 from attention_core import ATTENTION_FUNCTIONS, padding_mask, sliding_window_mask
-from attention_core.nn.block import TransformerBlock
 from attention_core.models.tiny_transformer import POSITIONAL, TinyTransformer
-from attention_core.nn.multihead import MultiHeadAttention
 from attention_core.models.training import train_model
+from attention_core.nn.block import TransformerBlock
+from attention_core.nn.multihead import MultiHeadAttention
 
 
 def test_block_equals_a_hand_composed_pre_norm_block():

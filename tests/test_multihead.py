@@ -7,9 +7,18 @@ import torch
 from torch import nn
 from torch.testing import assert_close
 
-from attention_core import (ATTENTION_FUNCTIONS, MultiHeadAttention, apply_rotary, causal_mask,
-                            merge_heads, padding_mask, repeat_kv, scaled_dot_product_attention,
-                            sliding_window_mask, split_heads)
+from attention_core import (
+    ATTENTION_FUNCTIONS,
+    MultiHeadAttention,
+    apply_rotary,
+    causal_mask,
+    merge_heads,
+    padding_mask,
+    repeat_kv,
+    scaled_dot_product_attention,
+    sliding_window_mask,
+    split_heads,
+)
 from attention_core.nn.linear_attention import linear_attention
 
 

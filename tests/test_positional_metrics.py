@@ -3,8 +3,14 @@ import math
 import torch
 from torch.testing import assert_close
 
-from attention_core import (alibi_bias, alibi_slopes, apply_rotary, kv_cache_bytes, sinusoidal_encoding,
-                            sinusoidal_shift_matrix)
+from attention_core import (
+    alibi_bias,
+    alibi_slopes,
+    apply_rotary,
+    kv_cache_bytes,
+    sinusoidal_encoding,
+    sinusoidal_shift_matrix,
+)
 from attention_core.nn.positional import _frequencies
 
 
@@ -81,6 +87,7 @@ def test_alibi_slopes_follow_the_paper():
 
 def test_tiny_transformer_positional_options():
     import pytest
+
     from attention_core.models.tiny_transformer import POSITIONAL, TinyTransformer
 
     x = torch.randint(1, 10, (2, 12))

@@ -7,8 +7,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.testing import assert_close
 
-from attention_core import (MultiHeadAttention, attention_entropy, causal_mask,
-                            scaled_dot_product_attention, softmax)
+from attention_core import (
+    MultiHeadAttention,
+    attention_entropy,
+    causal_mask,
+    scaled_dot_product_attention,
+    softmax,
+)
 
 dims = st.integers(min_value=1, max_value=9)
 settings.register_profile("book", max_examples=40, deadline=None)

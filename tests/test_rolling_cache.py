@@ -7,8 +7,7 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from attention_core import (MultiHeadAttention, RollingKVCache, apply_rotary, causal_mask,
-                            sliding_window_mask)
+from attention_core import MultiHeadAttention, RollingKVCache, apply_rotary, causal_mask, sliding_window_mask
 
 
 def streaming_mask(T, window, num_sinks):

@@ -5,9 +5,14 @@ import math
 
 import torch
 
+from attention_core.models.scaling import (
+    query_gradient_norms,
+    random_queries_keys,
+    random_scores,
+    softmax_gradient,
+    softmax_saturation,
+)
 from attention_core.nn.functional import softmax
-from attention_core.models.scaling import (query_gradient_norms, random_queries_keys, random_scores,
-                                    softmax_gradient, softmax_saturation)
 
 
 def test_query_gradient_matches_the_chain_rule_by_hand():

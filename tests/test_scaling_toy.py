@@ -1,13 +1,18 @@
 """Chapter 2's measurements against theory, and the tiny transformer actually learning."""
 
-import math
 
 import pytest
 import torch
 
 from attention_core.models.scaling import score_variance, softmax_gradient, softmax_saturation
-from attention_core.models.toy_tasks import (head_roles, reverse_and_shift_accuracy, reverse_and_shift_batch,
-                                      train_reverse_and_shift, tokenize, word_embeddings)
+from attention_core.models.toy_tasks import (
+    head_roles,
+    reverse_and_shift_accuracy,
+    reverse_and_shift_batch,
+    tokenize,
+    train_reverse_and_shift,
+    word_embeddings,
+)
 
 
 @pytest.mark.parametrize("d_k", [1, 16, 256, 1024])

@@ -6,9 +6,19 @@ import math
 import pytest
 import torch
 
+from attention_core.models.seq2seq import (
+    BOS,
+    EOS,
+    PAD,
+    TARGET_OF,
+    Seq2Seq,
+    encode_batch,
+    exact_match,
+    random_sentences,
+    train_seq2seq,
+    translate,
+)
 from attention_core.nn.scoring import SCORES, attend, make_score
-from attention_core.models.seq2seq import (BOS, EOS, PAD, TARGET_OF, Seq2Seq, encode_batch, exact_match,
-                                    random_sentences, train_seq2seq, translate)
 
 
 @pytest.mark.parametrize("name", sorted(SCORES))

@@ -1,8 +1,8 @@
 """The built website: every chapter is there with its figures, and nothing failed."""
 
 import json
-import subprocess
 import re
+import subprocess
 
 import pytest
 import yaml

@@ -7,10 +7,21 @@ import pytest
 import torch
 
 from attention_core import scaled_dot_product_attention, sliding_window_mask
-from attention_core.nn.sparse import (bigbird_mask, density, dilated_window_mask, fixed_mask,
-                                   global_mask, layers_to_reach, lsh_attention, lsh_buckets,
-                                   lsh_candidates, random_mask, reach, sliding_window_attention,
-                                   strided_mask)
+from attention_core.nn.sparse import (
+    bigbird_mask,
+    density,
+    dilated_window_mask,
+    fixed_mask,
+    global_mask,
+    layers_to_reach,
+    lsh_attention,
+    lsh_buckets,
+    lsh_candidates,
+    random_mask,
+    reach,
+    sliding_window_attention,
+    strided_mask,
+)
 
 L = 13
 

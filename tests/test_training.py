@@ -5,10 +5,10 @@ import re
 import pytest
 import torch
 
+from attention_core.models.site_build import WEBSITE_BUILD_ENV
 from attention_core.models.tiny_transformer import TinyTransformer
 from attention_core.models.toy_tasks import reverse_and_shift_batch
 from attention_core.models.training import train_model
-from attention_core.models.site_build import WEBSITE_BUILD_ENV
 
 BAR = re.compile(r"\d+/\d+ \[\d\d:\d\d<|it/s")  # what tqdm's text bar prints
 

@@ -13,7 +13,7 @@ Shape legend: B batch, H heads, T tokens (queries = keys), ``num_layers`` layers
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 
@@ -65,7 +65,8 @@ def head_scores(attentions, attention_mask: torch.Tensor | None = None) -> dict[
     if attention_mask is None:
         attention_mask = torch.ones(B, T, dtype=torch.long)
     if tuple(attention_mask.shape) != (B, T):
-        raise ValueError(f"attention_mask must have shape (B, T) = {(B, T)}, got {tuple(attention_mask.shape)}")
+        raise ValueError(f"attention_mask must have shape (B, T) = {(B, T)}, "
+                         f"got {tuple(attention_mask.shape)}")
     real = attention_mask.bool().to(w.device)  # (B, T)
     lengths = real.sum(-1)  # (B,)
     pairs = (real[:, 1:] & real[:, :-1]).unsqueeze(1)  # (B, 1, T-1): both tokens real

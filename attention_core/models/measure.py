@@ -12,7 +12,7 @@ import gc
 import math
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import torch
@@ -54,10 +54,8 @@ def _rss_bytes() -> int:
 def _release_free_memory() -> None:
     """Hand memory that was freed but kept by the C allocator back to the operating
     system (glibc's ``malloc_trim``), so a new allocation shows up as new RSS."""
-    try:
+    with suppress(OSError, AttributeError):  # not glibc: measurements may under-count reuse
         ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc: measurements may under-count reuse
-        pass
 
 
 def peak_memory_bytes(fn, interval: float = 0.0005) -> int:

@@ -25,7 +25,8 @@ from ..nn.functional import softmax
 from ..nn.metrics import attention_entropy
 
 
-def random_queries_keys(d_k: int, num_rows: int, num_keys: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+def random_queries_keys(d_k: int, num_rows: int, num_keys: int, seed: int = 0
+                        ) -> tuple[torch.Tensor, torch.Tensor]:
     """One unit-variance random query per row, ``(num_rows, 1, d_k)``, and ``num_keys`` keys per
     row, ``(num_rows, S, d_k)``, float64."""
     for name, value in (("d_k", d_k), ("num_rows", num_rows), ("num_keys", num_keys)):

@@ -31,8 +31,8 @@ Shape legend: B batch, S source length, T target length, D embedding dim
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 from torch import nn
@@ -283,7 +283,7 @@ def train_seq2seq(attention: str = "bahdanau", score: str = "additive", steps: i
     ``hidden_size``. Returns ``(model, losses)``."""
     torch.manual_seed(seed)
     model = Seq2Seq(attention, score, **sizes)
-    make_batch = lambda g: encode_batch(random_sentences(g, batch_size, min_len, max_len))  # noqa: E731
+    make_batch = lambda g: encode_batch(random_sentences(g, batch_size, min_len, max_len))
     name = attention if model.score_name is None else f"{attention}-{score}"
     return train_model(model, make_batch, steps, lr=lr, seed=seed, progress=progress, desc=name,
                        loss_fn=seq2seq_loss)

@@ -1,8 +1,10 @@
-"""Chapters 4, 6, 10 and 12: small transformers built from the package's attention, for the chapters to train.
+"""Chapters 4, 6, 10 and 12: small transformers built from the package's attention,
+for the chapters to train.
 
-:class:`TinyTransformer` stacks pre-norm (or post-norm) blocks (:class:`~attention_core.nn.block.TransformerBlock`)
-over token embeddings and picks how token order enters from :data:`POSITIONAL`. The
-maths modules never import this one: models use attention, not the other way round.
+:class:`TinyTransformer` stacks pre-norm (or post-norm) blocks
+(:class:`~attention_core.nn.block.TransformerBlock`) over token embeddings and picks how
+token order enters from :data:`POSITIONAL`. The maths modules never import this one:
+models use attention, not the other way round.
 
 Shape legend: B batch, T sequence length, D model width (``embed_dim``), H heads,
 ``vocab_size`` vocabulary size.

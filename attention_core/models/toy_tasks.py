@@ -1,6 +1,7 @@
-"""Chapters 1, 3-6, 8-10 and 12: synthetic data for the book, and the small tasks the chapters train models on:
-nothing is downloaded, everything is made here. The models are in
-:mod:`attention_core.models.tiny_transformer`, the training loop in :mod:`attention_core.models.training`.
+"""Chapters 1, 3-6, 8-10 and 12: synthetic data for the book, and the small tasks the
+chapters train models on: nothing is downloaded, everything is made here. The models are
+in :mod:`attention_core.models.tiny_transformer`, the training loop in
+:mod:`attention_core.models.training`.
 
 Shape legend: B batch, T sequence length (tokens), D embedding dim (``d_model``),
 H heads, ``vocab_size`` vocabulary size.

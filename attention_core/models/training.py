@@ -7,7 +7,8 @@ Shape legend: B batch, T sequence length, ``vocab_size`` vocabulary size.
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from tqdm.std import tqdm

@@ -108,6 +108,15 @@ class KVCache(HeadCache):
         """Empty the cache (``length`` 0, buffers zeroed) to decode a new text with it."""
         _zero(self)
 
+    def crop(self, length: int) -> None:
+        """Keep the first ``length`` positions and forget the rest, as HuggingFace's
+        ``DynamicCache.crop``: to drop rejected draft tokens (speculative decoding) or to
+        time the same decoding step again. The next ``append`` overwrites what was dropped."""
+        if isinstance(length, bool) or not isinstance(length, int) or not 0 <= length <= self.length:
+            raise ValueError(f"length must be an int in [0, {self.length}] (the positions cached), "
+                             f"got {length!r}")
+        self.length = length
+
 
 def _zero(cache: KVCache | RollingKVCache) -> None:
     """Zero a head cache's ``keys`` and ``values`` and its ``length``: as freshly built."""

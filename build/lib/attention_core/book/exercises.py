@@ -1,0 +1,519 @@
+"""Checkers for the "implement" exercises of every chapter (1 to 13), one ``check_*`` each.
+
+Each ``check_*`` runs a student's function on several cases and compares it with the
+package's reference. On a mismatch it names the case, the input shapes, what was
+expected and what came back, and, when the wrong answer matches a typical mistake
+(forgot the scale, softmax over the wrong axis, mask inverted...), says which.
+
+    >>> from attention_core.book.exercises import check_softmax
+    >>> check_softmax(my_softmax)   # prints the verdict; truthy when every case passes
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ..models import interpret
+from ..nn import functional, masks, multihead, positional
+from ..nn.block import TransformerBlock
+from ..nn.delta_rule import delta_rule_attention
+from ..nn.flash import online_softmax
+from ..nn.linear_attention import elu_feature_map, kernel_attention_weights, linear_attention
+
+
+@dataclass
+class Feedback:
+    """The verdict of a checker: truthy when every case passed; prints its message."""
+
+    passed: bool
+    message: str
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+    def __repr__(self) -> str:
+        return self.message
+
+
+@dataclass
+class Case:
+    name: str
+    args: tuple
+
+
+def _describe(x: Any) -> str:
+    if isinstance(x, torch.Tensor):
+        return f"tensor of shape {tuple(x.shape)}, dtype {x.dtype}"
+    return repr(x)
+
+
+def _first_row(x: torch.Tensor) -> list:
+    """The first row of ``x`` (its last axis), as a list to print."""
+    return x.reshape(-1, x.shape[-1])[0].tolist()
+
+
+def _same(got: Any, expected: torch.Tensor) -> bool:
+    if not isinstance(got, torch.Tensor) or got.shape != expected.shape or got.dtype != expected.dtype:
+        return False
+    if expected.dtype == torch.bool:
+        return torch.equal(got, expected)
+    return torch.allclose(got, expected, atol=1e-5, rtol=1e-4, equal_nan=True)
+
+
+def _check(student: Callable, reference: Callable, cases: Sequence[Case],
+           mistakes: dict[str, Callable], what: str) -> Feedback:
+    if not callable(student):
+        return Feedback(False, f"check_{what} needs a function, got {_describe(student)}")
+    for case in cases:
+        expected = reference(*case.args)
+        inputs = ", ".join(_describe(a) for a in case.args)
+        try:
+            got = student(*(a.clone() if isinstance(a, torch.Tensor) else a for a in case.args))
+        except Exception as error:  # the student's code raised: report it, do not crash
+            message = (f"Case '{case.name}' failed: your function raised {type(error).__name__}: "
+                       f"{error}\n  input: {inputs}\n  expected: {_describe(expected)}")
+            for mistake, wrong in mistakes.items():  # a typical mistake that raises the same way
+                try:
+                    wrong(*case.args)
+                except type(error):
+                    return Feedback(False, f"{message}\n  likely mistake: {mistake}")
+                except Exception:
+                    continue
+            return Feedback(False, message)
+        if _same(got, expected):
+            continue
+        lines = [f"Case '{case.name}' failed.", f"  input: {inputs}",
+                 f"  expected: {_describe(expected)}", f"  got:      {_describe(got)}"]
+        if isinstance(got, torch.Tensor) and got.shape == expected.shape and got.dtype == expected.dtype:
+            lines.append(f"  expected values (first row): {_first_row(expected)}")
+            lines.append(f"  your values (first row):     {_first_row(got)}")
+        mistake = _diagnose(student, cases, mistakes)
+        if mistake:
+            lines.append(f"  likely mistake: {mistake}")
+        return Feedback(False, "\n".join(lines))
+    return Feedback(True, f"All {len(cases)} cases passed: {'; '.join(c.name for c in cases)}.")
+
+
+def _diagnose(student: Callable, cases: Sequence[Case], mistakes: dict[str, Callable]) -> str | None:
+    """The typical mistake whose output equals the student's on every case (a single
+    small case can fit several mistakes at once), or None."""
+    def outputs(fn):
+        results = []
+        for case in cases:
+            try:
+                results.append(fn(*(a.clone() if isinstance(a, torch.Tensor) else a for a in case.args)))
+            except Exception:
+                results.append(None)
+        return results
+
+    theirs = outputs(student)
+    for mistake, wrong in mistakes.items():
+        if all(g is not None and isinstance(w, torch.Tensor) and _same(g, w)
+               for g, w in zip(theirs, outputs(wrong))):
+            return mistake
+    return None
+
+
+def _rand(*shape, seed=0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+
+
+# --- softmax -------------------------------------------------------------------------
+
+def check_softmax(student: Callable) -> Feedback:
+    """``student(x)`` must return the softmax of ``x`` along its last dimension."""
+    cases = [Case("one row", (torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64),)),
+             Case("a batch of rows", (_rand(4, 5),)),
+             Case("large logits (1e4)", (torch.tensor([[1e4, 1e4 - 1.0, 0.0]], dtype=torch.float64),)),
+             Case("a -inf entry", (torch.tensor([[0.0, -math.inf, 1.0]], dtype=torch.float64),))]
+    mistakes = {
+        "exp overflows: subtract the row maximum before exponentiating":
+            lambda x: x.exp() / x.exp().sum(-1, keepdim=True),
+        "softmax over the wrong axis: normalise along the last dimension (dim=-1)":
+            lambda x: torch.softmax(x, 0),
+        "forgot to divide by the sum of the exponentials":
+            lambda x: (x - x.amax(-1, keepdim=True)).exp(),
+    }
+    return _check(student, lambda x: functional.softmax(x), cases, mistakes, "softmax")
+
+
+# --- scaled dot-product attention ------------------------------------------------------
+
+def _attention_ref(q, k, v):
+    return functional.scaled_dot_product_attention(q, k, v)[0]
+
+
+def _attention_wrong(scale=None, dim=-1, weights_only=False):
+    def wrong(q, k, v):
+        s = q @ k.transpose(-2, -1) * (scale(q.size(-1)) if scale else 1 / math.sqrt(q.size(-1)))
+        weights = torch.softmax(s, dim)
+        return weights if weights_only else weights @ v
+    return wrong
+
+
+def check_attention(student: Callable) -> Feedback:
+    """``student(q, k, v)`` must return scaled dot-product attention's output
+    ``softmax(q k^T / sqrt(d_k)) v`` for ``q (..., L, d_k)``, ``k (..., S, d_k)`` and
+    ``v (..., S, d_v)`` (chapters 1 and 2; masks come in chapter 5)."""
+    q, k, v = _rand(2, 3, 4, seed=1), _rand(2, 5, 4, seed=2), _rand(2, 5, 6, seed=3)
+    three = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]], dtype=torch.float64)  # (L, d_k) = (3, 2)
+    values = torch.tensor([[1.0, 0.0], [0.0, 10.0], [5.0, 5.0]], dtype=torch.float64)
+    cases = [Case("three tokens, d_k = 2", (three, three.clone(), values)),
+             Case("batch, L != S, d_v != d_k", (q, k, v)),
+             Case("d_k = 64", (_rand(4, 64, seed=4), _rand(6, 64, seed=5), _rand(6, 3, seed=6)))]
+    mistakes = {
+        "forgot the 1/sqrt(d_k) scale": _attention_wrong(scale=lambda d: 1.0),
+        "divided by d_k instead of sqrt(d_k)": _attention_wrong(scale=lambda d: 1.0 / d),
+        "softmax over the wrong axis: each query's row (the keys, dim=-1) must sum to 1":
+            _attention_wrong(dim=-2),
+        "returned the weights: the output is the weights times the values (weights @ v)":
+            _attention_wrong(weights_only=True),
+    }
+    return _check(student, _attention_ref, cases, mistakes, "attention")
+
+
+def check_self_attention(student: Callable) -> Feedback:
+    """``student(x, W_q, W_k, W_v)`` must return single-head self-attention's output
+    ``softmax((x W_q)(x W_k)^T / sqrt(d_k)) (x W_v)`` for ``x (T, d_model)``."""
+    x = _rand(5, 6, seed=10)
+    W_q, W_k, W_v = _rand(6, 4, seed=11), _rand(6, 4, seed=12), _rand(6, 3, seed=13)
+    cases = [Case("T=5, d_model=6, d_k=4, d_v=3", (x, W_q, W_k, W_v)),
+             Case("one token", (x[:1], W_q, W_k, W_v))]
+
+    def reference(x, W_q, W_k, W_v):
+        return functional.scaled_dot_product_attention(x @ W_q, x @ W_k, x @ W_v)[0]
+
+    mistakes = {
+        "forgot the 1/sqrt(d_k) scale": lambda x, q, k, v: torch.softmax((x @ q) @ (x @ k).T, -1) @ (x @ v),
+        "used W_q for the keys as well: keys come from W_k":
+            lambda x, q, k, v: reference(x, q, q, v),
+        "softmax over the wrong axis: each query's row (dim=-1) must sum to 1":
+            lambda x, q, k, v: torch.softmax((x @ q) @ (x @ k).T / math.sqrt(q.size(-1)), 0) @ (x @ v),
+    }
+    return _check(student, reference, cases, mistakes, "self_attention")
+
+
+# --- masks -----------------------------------------------------------------------------
+
+def check_causal_mask(student: Callable) -> Feedback:
+    """``student(L)`` must return the boolean ``(L, L)`` causal mask, True where j <= i."""
+    cases = [Case("L = 1", (1,)), Case("L = 4", (4,)), Case("L = 7", (7,))]
+    mistakes = {
+        "mask inverted: True must mark the keys a query MAY attend to (j <= i)":
+            lambda L: torch.ones(L, L, dtype=torch.bool).triu(1),
+        "the diagonal is missing: a token may attend to itself":
+            lambda L: torch.ones(L, L, dtype=torch.bool).tril(-1),
+        "returned numbers, not booleans: compare, or use dtype=torch.bool":
+            lambda L: torch.ones(L, L).tril(),
+    }
+    return _check(student, lambda L: masks.causal_mask(L), cases, mistakes, "causal_mask")
+
+
+def check_masked_softmax(student: Callable) -> Feedback:
+    """``student(scores, mask)`` must return softmax over the last dimension with the
+    keys where ``mask`` is False removed; a row with no allowed key gives zeros."""
+    scores = _rand(3, 4, seed=4)
+    full = torch.ones(3, 4, dtype=torch.bool)
+    some = torch.tensor([[True, False, True, False], [True, True, True, True], [False, True, False, False]])
+    none = some.clone()
+    none[0] = False
+    cases = [Case("nothing masked", (scores, full)), Case("some keys masked", (scores, some)),
+             Case("a row with no allowed key", (scores, none))]
+
+    def reference(s, m):
+        w = functional.softmax(s.masked_fill(~m, -math.inf))
+        return w.masked_fill(~m.any(-1, keepdim=True), 0.0)
+
+    mistakes = {
+        "mask inverted: True means 'may attend', so fill where the mask is False":
+            lambda s, m: torch.softmax(s.masked_fill(m, -math.inf), -1),
+        "used a large negative number (e.g. -1e6): a row with no allowed key becomes uniform":
+            lambda s, m: torch.softmax(s.masked_fill(~m, -1e6), -1),
+        "a row with no allowed key gives NaN: set such rows to zero":
+            lambda s, m: torch.softmax(s.masked_fill(~m, -math.inf), -1),
+        "masked after the softmax: the remaining weights no longer sum to 1":
+            lambda s, m: torch.softmax(s, -1) * m,
+    }
+    return _check(student, reference, cases, mistakes, "masked_softmax")
+
+
+# --- heads -----------------------------------------------------------------------------
+
+def check_split_heads(student: Callable) -> Feedback:
+    """``student(x, num_heads)`` must turn ``(B, T, D)``, ``D = H*E``, into ``(B, H, T, E)``,
+    head h owning features ``h*E .. (h+1)*E``."""
+    cases = [Case("B=1, T=3, 2 heads of 2", (_rand(1, 3, 4, seed=5), 2)),
+             Case("B=2, T=5, 4 heads of 3", (_rand(2, 5, 12, seed=6), 4))]
+    mistakes = {
+        "reshaped straight to (B, H, T, E): view as (B, T, H, E) first, then transpose(1, 2)":
+            lambda x, h: x.reshape(x.size(0), h, x.size(1), x.size(2) // h),
+        "forgot the transpose: the result is (B, T, H, E)":
+            lambda x, h: x.view(x.size(0), x.size(1), h, x.size(2) // h),
+        "heads interleaved: head h must own the contiguous features h*E .. (h+1)*E - 1":
+            lambda x, h: x.view(x.size(0), x.size(1), x.size(2) // h, h).permute(0, 3, 1, 2),
+    }
+    return _check(student, multihead.split_heads, cases, mistakes, "split_heads")
+
+
+def check_repeat_kv(student: Callable) -> Feedback:
+    """``student(kv, num_groups)`` must repeat each kv head ``num_groups`` times:
+    ``(B, Hkv, S, E)`` -> ``(B, Hkv*num_groups, S, E)``, query head h reading kv head
+    ``h // num_groups``."""
+    cases = [Case("2 kv heads, groups of 3", (_rand(1, 2, 4, 3, seed=7), 3)),
+             Case("one kv head (MQA), 4 query heads", (_rand(2, 1, 5, 2, seed=8), 4))]
+    mistakes = {
+        "heads tiled instead of repeated: kv heads must stay next to their group (0,0,1,1, not 0,1,0,1)":
+            lambda kv, g: kv.repeat(1, g, 1, 1),
+        "repeated along the positions (dim=2) instead of the heads (dim=1)":
+            lambda kv, g: kv.repeat_interleave(g, dim=2),
+        "nothing repeated: the result needs Hkv * num_groups heads": lambda kv, g: kv,
+    }
+    return _check(student, multihead.repeat_kv, cases, mistakes, "repeat_kv")
+
+
+# --- the Transformer block ---------------------------------------------------------------
+
+def _block_parts(seed: int):
+    """``(norm1, attn, norm2, mlp)`` of a float64 pre-norm block whose LayerNorms are
+    away from their identity start, so a misplaced norm changes the result."""
+    torch.manual_seed(seed)
+    block = TransformerBlock(8, 2, 16).double().eval()
+    with torch.no_grad():
+        for norm in (block.norm1, block.norm2):
+            norm.weight.normal_()
+            norm.bias.normal_()
+    return block.norm1, block.attn, block.norm2, block.mlp
+
+
+def _pre_norm_ref(x, norm1, attn, norm2, mlp):
+    x = x + attn(norm1(x))[0]
+    return x + mlp(norm2(x))
+
+
+def check_pre_norm_block(student: Callable) -> Feedback:
+    """``student(x, norm1, attn, norm2, mlp)`` must compute one pre-norm block on
+    ``x (B, T, D)``: ``x + attn(norm1(x))``, then ``+ mlp(norm2(.))``; ``attn(h)``
+    returns ``(output, weights)``."""
+    cases = [Case("one sentence of 5 tokens", (_rand(1, 5, 8, seed=11), *_block_parts(0))),
+             Case("a batch of 3 sentences of 4 tokens", (_rand(3, 4, 8, seed=12), *_block_parts(1)))]
+    mistakes = {
+        "post-norm: the norm is applied after the residual sum, norm1(x + attn(x)); pre-norm "
+        "normalises the sublayer's input and adds its output to x unnormalised":
+            lambda x, n1, a, n2, m: n2((h := n1(x + a(x)[0])) + m(h)),
+        "no residual connection: each sublayer must add its output to x, not replace it":
+            lambda x, n1, a, n2, m: m(n2(a(n1(x))[0])),
+        "the residual skips the MLP: the second sublayer must add to the output of the first":
+            lambda x, n1, a, n2, m: x + a(n1(x))[0] + m(n2(x)),
+        "norm1 used twice: the MLP's input is normalised by norm2":
+            lambda x, n1, a, n2, m: (h := x + a(n1(x))[0]) + m(n1(h)),
+    }
+    return _check(student, _pre_norm_ref, cases, mistakes, "pre_norm_block")
+
+
+# --- positions and tiling ----------------------------------------------------------------
+
+def check_sinusoidal_encoding(student: Callable) -> Feedback:
+    """``student(num_positions, d_model)`` must return the ``(num_positions, d_model)`` encoding of
+    Vaswani et al. (2017), sin in even and cos in odd dimensions, base 10000."""
+    cases = [Case("4 positions, d_model = 4", (4, 4)), Case("50 positions, d_model = 16", (50, 16))]
+
+    def variant(swap=False, exponent=lambda i, d: 2 * i / d):
+        def wrong(P, d):
+            p = torch.arange(P, dtype=torch.float64).unsqueeze(1)
+            i = torch.arange(d // 2, dtype=torch.float64)
+            angle = p / 10000 ** exponent(i, d)
+            first, second = (angle.cos(), angle.sin()) if swap else (angle.sin(), angle.cos())
+            return torch.stack((first, second), -1).flatten(-2).float()
+        return wrong
+
+    def concatenated(P, d):
+        pe = positional.sinusoidal_encoding(P, d)
+        return torch.cat((pe[:, 0::2], pe[:, 1::2]), dim=-1)
+
+    mistakes = {"sin and cos swapped: even dimensions hold the sine": variant(swap=True),
+                "exponent i/d_model instead of 2i/d_model for pair i": variant(exponent=lambda i, d: i / d),
+                "sines and cosines concatenated (all sines, then all cosines), not interleaved":
+                    concatenated}
+    return _check(student, positional.sinusoidal_encoding, cases, mistakes, "sinusoidal_encoding")
+
+
+def _blockwise_softmax(new_max: Callable, rescale: Callable) -> Callable:
+    """``fn(scores, block_size)``: the softmax of the row ``scores (S,)`` read block by
+    block, where ``new_max(m, block_max)`` gives the next maximum and ``rescale(m, m_new)``
+    the factor on the running sum (the typical mistakes of :func:`check_online_softmax`)."""
+    def fn(s, b):
+        m, running_sum = -math.inf, 0.0
+        for start in range(0, s.numel(), b):
+            block = s[start:start + b]
+            m_new = new_max(m, block.max().item())
+            running_sum = running_sum * rescale(m, m_new) + torch.exp(block - m_new).sum().item()
+            m = m_new
+        return torch.exp(s - m) / running_sum
+    return fn
+
+
+def check_online_softmax(student: Callable) -> Feedback:
+    """``student(scores, block_size)`` must return the softmax of the row ``scores (S,)``
+    while reading it ``block_size`` entries at a time (one pass, running max and sum)."""
+    six = torch.tensor([1.0, 3.0, 2.0, 5.0, 0.0, 4.0], dtype=torch.float64)
+    cases = [Case("6 scores, blocks of 2", (six, 2)),
+             Case("7 scores, blocks of 3", (_rand(7, seed=9) * 5, 3)),
+             Case("large scores", (torch.tensor([1e4, 0.0, 1e4 - 2, 5.0], dtype=torch.float64), 1))]
+
+    mistakes = {"the running sum is not rescaled by exp(m_old - m_new) when the maximum grows":
+                    _blockwise_softmax(max, lambda m, m_new: 1.0),
+                "kept the latest block's maximum: m must be the running maximum of every block so far":
+                    _blockwise_softmax(lambda m, m_block: m_block, lambda m, m_new: math.exp(m - m_new)),
+                "rescaled by exp(m_new - m_old): the factor is exp(m_old - m_new), at most 1":
+                    _blockwise_softmax(max, lambda m, m_new: math.exp(m_new - m) if m > -math.inf else 0.0)}
+    return _check(student, lambda s, b: online_softmax(s, b)[0], cases, mistakes, "online_softmax")
+
+
+# --- linear attention ----------------------------------------------------------------
+
+def check_causal_linear_attention(student: Callable) -> Feedback:
+    """``student(q, k, v)`` for ``q, k (L, E)``, ``v (L, Ev)`` must return causal linear
+    attention with ``phi(x) = elu(x) + 1``: ``z_i = phi(q_i) U_i / phi(q_i) . zeta_i`` where
+    the state is ``U_i = sum_{j <= i} phi(k_j) v_j^T`` and the normaliser
+    ``zeta_i = sum_{j <= i} phi(k_j)`` (chapter 8's notation)."""
+    cases = [Case("2 tokens", (torch.tensor([[0.5, -1.0], [1.0, 0.0]], dtype=torch.float64),
+                               torch.tensor([[1.0, 0.0], [0.0, 2.0]], dtype=torch.float64),
+                               torch.tensor([[1.0], [3.0]], dtype=torch.float64))),
+             Case("9 tokens", (_rand(9, 4, seed=1), _rand(9, 4, seed=2), _rand(9, 3, seed=3))),
+             Case("negative inputs", (_rand(6, 4, seed=4) - 2, _rand(6, 4, seed=5) - 2, _rand(6, 2, seed=6)))]
+
+    def weights_then(fn_weights):
+        return lambda q, k, v: fn_weights(q, k) @ v
+
+    def unnormalised(q, k, v):
+        return (elu_feature_map(q) @ elu_feature_map(k).T).tril() @ v
+
+    def exclusive(q, k, v):  # prefix sums over j < i: each token misses itself
+        a = (elu_feature_map(q) @ elu_feature_map(k).T).tril(-1)
+        return a @ v / a.sum(-1, keepdim=True).clamp_min(1e-6)
+
+    mistakes = {"not causal: the sums run over every key, not just j <= i":
+                    lambda q, k, v: linear_attention(q, k, v)[0],
+                "no normaliser: divide by phi(q_i) . zeta_i, the sum of the row's weights": unnormalised,
+                "the prefix sums stop before token i (j < i); token i must see itself": exclusive,
+                "phi(x) = elu(x) without the + 1: features can be negative":
+                    weights_then(lambda q, k: kernel_attention_weights(q, k, torch.nn.functional.elu,
+                                                                       is_causal=True)),
+                "phi(x) = relu(x) instead of elu(x) + 1":
+                    weights_then(lambda q, k: kernel_attention_weights(q, k, "relu", is_causal=True))}
+    return _check(student, lambda q, k, v: linear_attention(q, k, v, is_causal=True)[0], cases, mistakes,
+                  "causal_linear_attention")
+
+
+# --- encoder-decoder attention ------------------------------------------------------
+
+def check_general_attention(student: Callable) -> Feedback:
+    """``student(u, e, W, mask)`` for a decoder state ``u (B, Dh)``, encoder states
+    ``e (B, S, Dh)``, a matrix ``W (Dh, Dh)`` and a mask ``(B, S)`` (True = real source
+    word) must return Luong's "general" context vector ``(B, Dh)``: scores
+    ``u^T W e_i``, softmax over the source positions that are not padding, then the
+    weighted sum of the ``e_i``."""
+    def reference(s, h, W, mask):
+        scores = torch.einsum("bq,qk,bsk->bs", s, W, h).masked_fill(~mask, -math.inf)
+        return (torch.softmax(scores, -1).unsqueeze(-1) * h).sum(1)
+
+    def variant(transpose=False, use_mask=True, dim=-1, normalise=True):
+        def fn(s, h, W, mask):
+            scores = torch.einsum("bq,qk,bsk->bs", s, W.T if transpose else W, h)
+            if use_mask:
+                scores = scores.masked_fill(~mask, -math.inf)
+            weights = torch.softmax(scores, dim) if normalise else scores.masked_fill(~mask, 0.0)
+            return (weights.unsqueeze(-1) * h).sum(1)
+        return fn
+
+    mask = torch.tensor([[True, True, True, True], [True, True, False, False], [True, False, False, False]])
+    cases = [Case("one sentence, no padding", (_rand(1, 3, seed=1), _rand(1, 4, 3, seed=2),
+                                               _rand(3, 3, seed=3), torch.ones(1, 4, dtype=torch.bool))),
+             Case("three sentences with padding", (_rand(3, 3, seed=4), _rand(3, 4, 3, seed=5),
+                                                   _rand(3, 3, seed=6), mask))]
+    mistakes = {"used W transposed: the score is u^T W e, i.e. u . (W e)": variant(transpose=True),
+                "padding not masked: padded positions must get weight 0": variant(use_mask=False),
+                "softmax over the batch axis: normalise over the source positions": variant(dim=0),
+                "no softmax: the weights must be positive and sum to 1": variant(normalise=False)}
+    return _check(student, reference, cases, mistakes, "general_attention")
+
+
+# --- a pretrained model ----------------------------------------------------------------------
+
+def _row_stochastic(*shape, seed=0):
+    return torch.softmax(_rand(*shape, seed=seed) * 2, dim=-1)
+
+
+def check_attention_rollout(student: Callable) -> Feedback:
+    """``student(attentions)`` must return the attention rollout (Abnar and Zuidema, 2020)
+    of ``attentions (num_layers, H, T, T)``: per layer ``A = 0.5 * mean_over_heads(W) + 0.5 * I``,
+    rows renormalised, then ``R = A_last ... A_2 A_1``, shape ``(T, T)``."""
+    cases = [Case("one layer, two heads", (_row_stochastic(1, 2, 3, 3, seed=11),)),
+             Case("three layers, four heads", (_row_stochastic(3, 4, 5, 5, seed=12),)),
+             Case("six layers, twelve heads", (_row_stochastic(6, 12, 4, 4, seed=13),))]
+    eye = lambda a: torch.eye(a.size(-1), dtype=a.dtype)
+
+    def fold(a, later_on_left=True):
+        out = a[0]
+        for layer in a[1:]:
+            out = layer @ out if later_on_left else out @ layer
+        return out
+
+    mistakes = {
+        "no residual: add the identity, A = 0.5 W + 0.5 I, for the skip connection":
+            lambda a: fold(a.mean(1)),
+        "layers multiplied in the wrong order: a later layer acts on the left, R = A_2 A_1":
+            lambda a: fold(0.5 * a.mean(1) + 0.5 * eye(a), later_on_left=False),
+        "heads summed instead of averaged: average the heads, so each row still sums to one":
+            lambda a: fold(torch.stack([(x + eye(a)) / (x + eye(a)).sum(-1, keepdim=True)
+                                        for x in a.sum(1)])),
+        "rolled out each head, then averaged: average the heads first, then multiply":
+            lambda a: fold(0.5 * a + 0.5 * eye(a)).mean(0),
+    }
+    return _check(student, interpret.attention_rollout, cases, mistakes, "attention_rollout")
+
+
+# --- the delta rule (chapter 12) -----------------------------------------------------
+
+def _delta_loop(correct: bool = True, sign: float = -1.0, read_before_write: bool = False):
+    """The delta rule token by token, or one of the typical mistakes."""
+    def fn(q, k, v, beta):
+        S = torch.zeros(v.size(-1), k.size(-1), dtype=q.dtype)  # (Ev, E)
+        out = []
+        for t in range(q.size(0)):
+            before = S @ q[t]
+            error = (S @ k[t] - v[t]) if correct else -v[t]
+            S = S + sign * beta[t] * torch.outer(error, k[t])
+            out.append(before if read_before_write else S @ q[t])
+        return torch.stack(out)
+    return fn
+
+
+def check_delta_rule(student: Callable) -> Feedback:
+    """``student(q, k, v, beta)`` for ``q, k (T, E)``, ``v (T, Ev)`` and ``beta (T,)`` must
+    return the delta rule's outputs ``(T, Ev)``: from ``S_0 = 0``,
+    ``S_t = S_{t-1} - beta_t (S_{t-1} k_t - v_t) k_t^T`` and ``o_t = S_t q_t`` (chapter 12)."""
+    def reference(q, k, v, beta):
+        return delta_rule_attention(q[None, None], k[None, None], v[None, None], beta[None, None])[0][0, 0]
+
+    unit = torch.nn.functional.normalize
+    cases = [Case("2 tokens, one key written twice",
+                  (torch.tensor([[1.0, 0.0], [1.0, 0.0]], dtype=torch.float64),
+                   torch.tensor([[1.0, 0.0], [1.0, 0.0]], dtype=torch.float64),
+                   torch.tensor([[2.0], [5.0]], dtype=torch.float64),
+                   torch.tensor([1.0, 1.0], dtype=torch.float64))),
+             Case("8 tokens, E=4, Ev=3", (_rand(8, 4, seed=1), unit(_rand(8, 4, seed=2), dim=-1),
+                                          _rand(8, 3, seed=3), torch.rand(8, dtype=torch.float64,
+                                          generator=torch.Generator().manual_seed(4))))]
+    mistakes = {"no correction: S + beta v k^T only adds, like linear attention; subtract what "
+                "the memory already holds for k_t, S k_t, first": _delta_loop(correct=False),
+                "the sign of the correction: S - beta (S k - v) k^T moves S k towards v":
+                    _delta_loop(sign=1.0),
+                "read before write: o_t = S_t q_t uses the state after token t's update":
+                    _delta_loop(read_before_write=True)}
+    return _check(student, reference, cases, mistakes, "delta_rule")

@@ -1,0 +1,185 @@
+"""Static figures that read well on a desktop and on a phone, for every chapter.
+
+A chapter figure of several panels side by side is drawn for a desktop's content column
+(about 730 CSS px); a phone shows it at about 358 px, where its text would shrink to 4-6
+px. :func:`figure` draws a figure twice, like an explorer's frames: ``draw(fig,
+layout)`` puts the panels side by side (``layout="wide"``, 720 px) or stacked
+(``"narrow"``, 525 px shown at 358 px), each under the rcParams of
+:data:`attention_core.book.render.LAYOUT_STYLE`. What a notebook shows:
+
+* in a live kernel (Jupyter, Colab, Binder): the wide figure, as an ordinary PNG;
+* when the website is built (:func:`~attention_core.models.site_build.building_website`): a
+  ``<picture>`` whose ``<source media="(max-width: 600px)">`` is the narrow rendering
+  and whose ``<img>`` is the wide one, with alt text, natural sizes, and per rendering
+  ``data-min-text-px`` (the smallest text drawn, px at natural size) and
+  ``data-panels-across`` (panels side by side), which the site's tests read. The
+  browser fetches only the rendering it shows; ``_ext/explorer_frames.py`` writes the
+  PNGs to files.
+
+Every other matplotlib figure a chapter shows (``plt.show()``) gets the same
+``text/html`` view with one rendering on the website (:func:`install_website_figures`,
+called when :mod:`attention_core.book.viz` is imported), so the site's tests can measure its
+text and count its panels too.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import matplotlib.pyplot as plt
+from IPython import get_ipython
+from IPython.display import display
+from matplotlib.figure import Figure
+
+from ...models.site_build import building_website
+from ..render import FIGSIZE, LAYOUTS, data_uri, draw_layout, is_narrow, layout_figsizes, layout_rc, save_png
+
+NARROW_MEDIA = "(max-width: 600px)"
+"""Viewports where the narrow rendering is shown (the site's phone breakpoint)."""
+
+LIVE_PNG_MIME = "image/png"
+
+
+def panels_across(figure: Figure) -> int:
+    """The largest number of panels (visible axes, colorbars not counted) side by side
+    in one row of ``figure``."""
+    boxes = []
+    for ax in figure.get_axes():
+        if not ax.get_visible() or getattr(ax, "_colorbar", None) is not None:
+            continue
+        if ax.get_label() == "<colorbar>":
+            continue
+        p = ax.get_position()
+        boxes.append((p.x0, p.x1, p.y0, p.y1))
+    best = 0
+    for _, _, y0, y1 in boxes:
+        row = sorted((a, b) for a, b, c, d in boxes if min(y1, d) - max(y0, c) > 0.25 * min(y1 - y0, d - c))
+        count, end = 0, -math.inf
+        for a, b in row:  # greedy: disjoint x-intervals in this row
+            if a >= end - 1e-3:
+                count, end = count + 1, b
+        best = max(best, count)
+    return best
+
+
+def rendering(figure: Figure, small: bool = True, tight: bool = False) -> dict[str, Any]:
+    """One rendering of ``figure``: ``{"png", "width", "height", "min_text_px",
+    "panels_across"}`` (see :func:`~attention_core.book.render.save_png`)."""
+    return {**save_png(figure, small, tight), "panels_across": panels_across(figure)}
+
+
+def _attrs(rendering: Mapping[str, Any], layout: str) -> str:
+    text = "" if rendering["min_text_px"] is None else f' data-min-text-px="{rendering["min_text_px"]}"'
+    return (f'width="{rendering["width"]}" height="{rendering["height"]}" data-layout="{layout}"'
+            f'{text} data-panels-across="{rendering["panels_across"]}"')
+
+
+def picture_html(renderings: Mapping[str, Mapping[str, Any]], alt: str) -> str:
+    """The website's view: a ``<picture>`` with the narrow rendering (if any) for
+    phones and the wide one for everything else."""
+    wide = renderings["wide"]
+    source = ""
+    if "narrow" in renderings:
+        narrow = renderings["narrow"]
+        source = (f'<source media="{NARROW_MEDIA}" srcset="{data_uri(narrow["png"])}" '
+                  f'{_attrs(narrow, "narrow")}>')
+    return (f'<div class="ac-figure"><picture>{source}'
+            f'<img src="{data_uri(wide["png"])}" {_attrs(wide, "wide")} loading="lazy" '
+            f'style="max-width:100%;height:auto" alt="{html.escape(alt)}"></picture></div>')
+
+
+class StaticFigure:
+    """A figure drawn in a wide and a narrow layout; see :func:`figure`."""
+
+    def __init__(self, draw: Callable, figsize=FIGSIZE, narrow_figsize=None, alt: str = "Figure."):
+        if not callable(draw):
+            raise TypeError(f"draw must be callable, got {type(draw).__name__}")
+        self.draw, self.alt = draw, alt
+        self.figsizes = layout_figsizes(figsize, narrow_figsize)
+        self._figures: dict[str, Figure] = {}
+
+    def layout(self, name: str) -> Figure:
+        """The matplotlib ``Figure`` of layout ``name``, drawn on first use under the
+        layout's dpi and rcParams."""
+        is_narrow(name)  # raises on an unknown layout
+        if name not in self._figures:
+            fig, _ = draw_layout(self.draw, name, self.figsizes[name])
+            with layout_rc(name):
+                fig.canvas.draw()  # ticks and layout made under the layout's rcParams
+            self._figures[name] = fig
+        return self._figures[name]
+
+    def render(self, name: str, small: bool = True) -> dict[str, Any]:
+        """PNG, size, smallest text and panels across of layout ``name`` (see :func:`rendering`)."""
+        with layout_rc(name):
+            return rendering(self.layout(name), small=small)
+
+    def to_html(self) -> str:
+        """The website's view: both renderings in a ``<picture>``."""
+        return picture_html({name: self.render(name) for name in LAYOUTS}, self.alt)
+
+    def show(self) -> None:
+        """Display the figure (as ``plt.show()`` does for a pyplot figure)."""
+        display(self)
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        bundle = {"text/plain": f"Figure: {self.alt}"}
+        if building_website():
+            bundle["text/html"] = self.to_html()
+        else:
+            bundle[LIVE_PNG_MIME] = self.render("wide", small=False)["png"]
+        return bundle
+
+
+def figure(draw: Callable, figsize=FIGSIZE, narrow_figsize=None, alt: str = "Figure.") -> StaticFigure:
+    """A static figure with a desktop (wide) and a phone (narrow) rendering.
+
+    Args:
+        draw: ``draw(fig, layout)`` draws onto the empty matplotlib ``Figure`` ``fig``
+            (``fig.subplots(...)``, seaborn with ``ax=``), panels side by side for
+            ``layout="wide"`` and stacked for ``"narrow"``; a ``draw(fig)`` without
+            ``layout`` draws the same thing at both sizes. Its return value is ignored.
+        figsize: size of the wide figure in inches (7.2 wide: 720 px at 100 dpi).
+        narrow_figsize: size of the narrow figure (3.5 wide: 525 px at 150 dpi;
+            default: twice the wide height).
+        alt: what the figure shows, for screen readers.
+
+    Show it with ``.show()`` or as a cell's last expression.
+    """
+    return StaticFigure(draw, figsize, narrow_figsize, alt)
+
+
+def figure_alt(fig: Figure) -> str:
+    """Alt text for a pyplot figure: its titles, or its axis labels."""
+    parts = []
+    if getattr(fig, "_suptitle", None) is not None and fig._suptitle.get_text():
+        parts.append(fig._suptitle.get_text())
+    for ax in fig.get_axes():
+        text = ax.get_title() or " against ".join(t for t in (ax.get_ylabel(), ax.get_xlabel()) if t)
+        if text and text not in parts:
+            parts.append(text)
+    return ("Figure: " + "; ".join(parts) + ".") if parts else "Figure."
+
+
+def plain_figure_html(fig: Figure) -> str:
+    """The website's view of a pyplot figure: one rendering, cropped like Jupyter's,
+    with its smallest text and panels across recorded."""
+    return picture_html({"wide": rendering(fig, small=True, tight=True)}, figure_alt(fig))
+
+
+def install_website_figures() -> bool:
+    """When the website is built in an IPython kernel, give every matplotlib figure a
+    ``text/html`` view (:func:`plain_figure_html`); returns whether it did."""
+    if not building_website():
+        return False
+    shell = get_ipython()
+    if shell is None:
+        return False
+    # Load the backend now: Jupyter's inline backend, once loaded, clears every display
+    # formatter of Figure and registers its own (image/png); ours must come after.
+    getattr(plt, "_get_backend_mod", lambda: None)()
+    shell.display_formatter.formatters["text/html"].for_type(Figure, plain_figure_html)
+    return True

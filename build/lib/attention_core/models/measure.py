@@ -1,0 +1,101 @@
+"""Chapters 8, 9 and 11 (and the benchmarks): measuring time and memory on this machine,
+the same way in chapters and benchmarks; chapters 6, 7 and 10 train under :func:`one_thread`.
+
+Times are medians of repeats (robust to the odd slow run); memory is the peak growth of
+the process's resident memory while a call runs, sampled from ``/proc`` (Linux).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+import math
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import torch
+
+
+@contextmanager
+def one_thread():
+    """Run the ``with`` block on one CPU thread, then restore PyTorch's thread count.
+
+    A book build executes two chapters at once on two cores. With two threads each, the
+    kernels' OpenMP barriers wait for a core the other chapter holds, and a small
+    operation can take ten times as long; on one thread its time is steady. Chapters that
+    time or train small models run under it."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def median_seconds(fn, repeats: int = 5, warmup: int = 1) -> float:
+    """Median wall-clock seconds of ``fn()`` over ``repeats`` runs, after ``warmup`` runs."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return sorted(times)[len(times) // 2]
+
+
+def _rss_bytes() -> int:
+    pages = int(Path("/proc/self/statm").read_text().split()[1])
+    return pages * 4096
+
+
+def _release_free_memory() -> None:
+    """Hand memory that was freed but kept by the C allocator back to the operating
+    system (glibc's ``malloc_trim``), so a new allocation shows up as new RSS."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: measurements may under-count reuse
+        pass
+
+
+def peak_memory_bytes(fn, interval: float = 0.0005) -> int:
+    """How far the resident memory rises above its starting level while ``fn()`` runs.
+
+    A thread samples ``/proc/self/statm`` every ``interval`` seconds. Freed memory is
+    first handed back to the operating system, so allocations during the call show up;
+    calls shorter than a few milliseconds may be under-counted.
+    """
+    if not Path("/proc/self/statm").exists():
+        raise RuntimeError("peak_memory_bytes reads /proc/self/statm, which needs Linux")
+    gc.collect()
+    _release_free_memory()
+    baseline = peak = _rss_bytes()
+    done = threading.Event()
+
+    def sample():
+        nonlocal peak
+        while not done.is_set():
+            peak = max(peak, _rss_bytes())
+            time.sleep(interval)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        fn()
+    finally:
+        done.set()
+        sampler.join()
+    return max(peak, _rss_bytes()) - baseline
+
+
+def fitted_exponent(sizes, values) -> float:
+    """The exponent ``b`` of a least-squares fit ``values ~ a * sizes^b`` (the slope of
+    the line on a log-log plot): about 1 for linear cost, 2 for quadratic."""
+    if len(sizes) != len(values) or len(sizes) < 2:
+        raise ValueError(f"need at least two (size, value) pairs of equal length, got "
+                         f"{len(sizes)} sizes and {len(values)} values")
+    xs, ys = [math.log(float(x)) for x in sizes], [math.log(float(y)) for y in values]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)

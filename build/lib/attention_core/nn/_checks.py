@@ -1,0 +1,130 @@
+"""Every chapter: the argument checks shared by the package; each raises before any
+computation and names the argument and what it got."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+def check_tensor(name: str, x, min_dim: int = 1) -> None:
+    """Raise unless ``x`` is a floating-point tensor with at least ``min_dim`` dims."""
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if x.dtype not in FLOAT_DTYPES:
+        raise TypeError(f"{name} must be a floating-point tensor, got dtype {x.dtype}")
+    if x.dim() < min_dim:
+        raise ValueError(
+            f"{name} must have at least {min_dim} dims, got shape {tuple(x.shape)}"
+        )
+
+
+def check_float_dtype(name: str, dtype) -> None:
+    """Raise unless ``dtype`` is one of the floating-point dtypes in :data:`FLOAT_DTYPES`."""
+    if dtype not in FLOAT_DTYPES:
+        raise TypeError(f"{name} must be a floating-point torch.dtype {FLOAT_DTYPES}, got {dtype!r}")
+
+
+def check_positive_int(name: str, value, minimum: int = 1) -> None:
+    """Raise unless ``value`` is an int (not bool) of at least ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+
+
+def broadcast_or_raise(name: str, shape, target, what: str) -> None:
+    """Raise unless ``shape`` broadcasts to exactly ``target``."""
+    try:
+        ok = torch.broadcast_shapes(tuple(shape), tuple(target)) == tuple(target)
+    except RuntimeError:
+        ok = False
+    if not ok:
+        raise ValueError(
+            f"{name} of shape {tuple(shape)} does not broadcast to {what} {tuple(target)}"
+        )
+
+
+def check_device(name: str, x: torch.Tensor, device, what: str = "the inputs") -> None:
+    """Raise unless tensor ``x`` lies on ``device`` (the device of ``what``).
+
+    PyTorch's own error for mixed devices comes from deep inside an operation and
+    does not say which argument is on the wrong one; this one does, before any work.
+    """
+    device = torch.device(device)
+    if x.device != device:
+        raise ValueError(
+            f"{name} is on device {x.device} but must be on {device}, the device of {what}; "
+            f"move it with {name}.to({str(device)!r})"
+        )
+
+
+def check_qkv(query, key, value) -> None:
+    """Raise unless ``query (..., L, E)``, ``key (..., S, E)`` and ``value (..., S, Ev)``
+    are floating-point tensors of one dtype on one device with non-empty, compatible shapes."""
+    for name, x in (("query", query), ("key", key), ("value", value)):
+        check_tensor(name, x, min_dim=2)
+    if not (query.dtype == key.dtype == value.dtype):
+        raise TypeError(
+            f"query, key and value must share a dtype, got {query.dtype}, {key.dtype}, {value.dtype}"
+        )
+    if not (query.device == key.device == value.device):
+        raise ValueError(
+            f"query, key and value must be on one device, got {query.device}, {key.device}, "
+            f"{value.device}"
+        )
+    if query.size(-1) != key.size(-1):
+        raise ValueError(
+            f"query and key must have the same last dim E, got query {tuple(query.shape)} "
+            f"and key {tuple(key.shape)}"
+        )
+    if key.shape[:-1] != value.shape[:-1]:
+        raise ValueError(
+            f"key and value must agree on all dims but the last, got key {tuple(key.shape)} "
+            f"and value {tuple(value.shape)}"
+        )
+    if query.size(-2) == 0 or key.size(-2) == 0 or query.size(-1) == 0:
+        raise ValueError(
+            f"empty sequence: query {tuple(query.shape)}, key {tuple(key.shape)}"
+        )
+    try:
+        torch.broadcast_shapes(query.shape[:-2], key.shape[:-2])
+    except RuntimeError:
+        raise ValueError(
+            f"batch dims of query {tuple(query.shape)} and key {tuple(key.shape)} do not broadcast"
+        ) from None
+
+
+def scores_shape(query: torch.Tensor, key: torch.Tensor) -> torch.Size:
+    """``(..., L, S)``: the shape of the scores of ``query (..., L, E)`` against ``key (..., S, E)``."""
+    return (*torch.broadcast_shapes(query.shape[:-2], key.shape[:-2]), query.size(-2), key.size(-2))
+
+
+def check_attn_mask(attn_mask, shape, device=None) -> None:
+    """Raise unless ``attn_mask`` is a bool (True = may attend) or float tensor that
+    broadcasts to the scores' ``shape (..., L, S)`` (and lies on ``device``, if given)."""
+    if not isinstance(attn_mask, torch.Tensor):
+        raise TypeError(f"attn_mask must be a torch.Tensor or None, got {type(attn_mask).__name__}")
+    if attn_mask.dtype != torch.bool and not attn_mask.dtype.is_floating_point:
+        raise TypeError(
+            f"attn_mask must be bool (True = may attend) or float (added to the scores), "
+            f"got dtype {attn_mask.dtype}"
+        )
+    broadcast_or_raise("attn_mask", attn_mask.shape, shape, "the scores (..., L, S)")
+    if device is not None:
+        check_device("attn_mask", attn_mask, device)
+
+
+def check_scale(scale) -> None:
+    """Raise unless ``scale`` is None or a positive finite number."""
+    if scale is not None and not (isinstance(scale, (int, float)) and math.isfinite(scale) and scale > 0):
+        raise ValueError(f"scale must be a positive finite number or None, got {scale!r}")
+
+
+def check_dropout_p(dropout_p) -> None:
+    """Raise unless ``dropout_p`` lies in ``[0, 1)``."""
+    if not (isinstance(dropout_p, (int, float)) and 0.0 <= dropout_p < 1.0):
+        raise ValueError(f"dropout_p must lie in [0, 1), got {dropout_p!r}")

@@ -1,0 +1,132 @@
+"""Chapter 1 (and 2, 3, 4, 5, 7, 8, 11, 12): scaled dot-product attention (Vaswani et
+al., 2017) and the softmax under it.
+
+    Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k) + bias) V
+
+where ``bias`` is 0 where the boolean mask M (True = may attend) allows a key and -inf
+where it does not, or any float mask added to the scores.
+
+As in HuggingFace's ``eager_attention_forward``, the maths lives in one short function,
+:func:`eager_attention`; :func:`scaled_dot_product_attention` is the public wrapper that
+checks the arguments (and computes float16/bfloat16 in float32) before calling it.
+
+Shape legend: ``...`` batch dims (e.g. B, H), L query length, S key length,
+E query/key dim per head (d_k), Ev value dim per head (d_v).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from ._checks import check_attn_mask, check_dropout_p, check_qkv, check_scale, scores_shape
+from .masks import causal_mask
+
+LOW_PRECISION = (torch.float16, torch.bfloat16)
+
+
+def softmax(scores: torch.Tensor, dim: int = -1, inplace: bool = False) -> torch.Tensor:
+    """Numerically stable softmax along ``dim``.
+
+    Subtracting the row maximum first changes nothing mathematically
+    (softmax(x) = softmax(x - c)) but keeps every ``exp`` at most 1, so logits of
+    1e4 do not overflow. Rows that are entirely ``-inf`` come out as NaN; callers
+    that mask decide what such a row means.
+
+    ``inplace=True`` reuses the memory of ``scores`` (no second buffer the size of
+    the score matrix). When autograd is recording, the intermediate values are
+    needed for the backward pass, so it computes out of place anyway.
+    """
+    row_max = scores.amax(dim, keepdim=True).detach()
+    # A row of -inf has max -inf; -inf - -inf is NaN, so shift such rows by 0.
+    row_max = row_max.masked_fill(row_max == float("-inf"), 0.0)
+    if inplace and not (scores.requires_grad and torch.is_grad_enabled()):
+        scores.sub_(row_max).exp_()
+        return scores.div_(scores.sum(dim, keepdim=True))
+    exp = (scores - row_max).exp()
+    return exp / exp.sum(dim, keepdim=True)
+
+
+def apply_mask_(scores: torch.Tensor, attn_mask=None, is_causal: bool = False) -> torch.Tensor:
+    """Apply a boolean (True = may attend) or additive float mask to ``scores`` in place."""
+    L, S = scores.shape[-2:]
+    if is_causal:
+        scores.masked_fill_(~causal_mask(L, S, device=scores.device), float("-inf"))
+    if attn_mask is None:
+        return scores
+    if attn_mask.dtype == torch.bool:
+        return scores.masked_fill_(~attn_mask, float("-inf"))
+    return scores.add_(attn_mask.to(scores.dtype))
+
+
+def eager_attention(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attn_mask: torch.Tensor | None = None,
+    is_causal: bool = False,
+    scale: float | None = None,
+    dropout_p: float = 0.0,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The maths of scaled dot-product attention, with no argument checks: what
+    :func:`scaled_dot_product_attention` computes once it has checked its arguments.
+
+    ``query (..., L, E)``, ``key (..., S, E)``, ``value (..., S, Ev)`` ->
+    ``(output (..., L, Ev), weights (..., L, S))``.
+    """
+    scale = 1.0 / math.sqrt(query.size(-1)) if scale is None else scale
+    scores = (query * scale) @ key.transpose(-2, -1)  # (..., L, S); scaling q is cheaper
+    masked = is_causal or attn_mask is not None
+    if masked:
+        apply_mask_(scores, attn_mask, is_causal)
+        dead = scores.amax(-1, keepdim=True) == float("-inf")  # (..., L, 1): no key left
+    weights = softmax(scores, inplace=True)  # (..., L, S); no second L x S buffer
+    if masked:
+        weights.masked_fill_(dead, 0.0)  # a query with no key: zero weights, not NaN
+    if dropout_p > 0.0:
+        weights = F.dropout(weights, dropout_p)
+    return weights @ value, weights  # (..., L, Ev), (..., L, S)
+
+
+def scaled_dot_product_attention(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attn_mask: torch.Tensor | None = None,
+    is_causal: bool = False,
+    scale: float | None = None,
+    dropout_p: float = 0.0,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Scaled dot-product attention that also returns the weights: checks its
+    arguments, then calls :func:`eager_attention`.
+
+    Args:
+        query: ``(..., L, E)``; key: ``(..., S, E)``; value: ``(..., S, Ev)``.
+        attn_mask: bool, True = may attend, or float added to the scores;
+            broadcasts to ``(..., L, S)`` and lies on the inputs' device (else a
+            ``ValueError`` naming both devices).
+        is_causal: apply :func:`~attention_core.nn.masks.causal_mask` ``(L, S)`` (queries aligned to the end
+            of the keys when ``L < S``); combines with ``attn_mask`` by AND.
+        scale: multiplies the scores; default ``1 / sqrt(E)``.
+        dropout_p: dropout on the weights (pass 0 at evaluation time).
+
+    Returns:
+        ``(output (..., L, Ev), weights (..., L, S))``. A query whose keys are all
+        masked gets zero weights and a zero output, never NaN. Otherwise equal to
+        ``torch.nn.functional.scaled_dot_product_attention``. float16 and bfloat16
+        inputs are computed in float32 and handed back in their own dtype.
+    """
+    check_qkv(query, key, value)
+    if attn_mask is not None:
+        check_attn_mask(attn_mask, scores_shape(query, key), query.device)
+    check_scale(scale)
+    check_dropout_p(dropout_p)
+    if query.dtype not in LOW_PRECISION:
+        return eager_attention(query, key, value, attn_mask, is_causal, scale, dropout_p)
+    if attn_mask is not None and attn_mask.dtype != torch.bool:
+        attn_mask = attn_mask.float()
+    out, weights = eager_attention(query.float(), key.float(), value.float(), attn_mask,
+                                   is_causal, scale, dropout_p)  # accumulate in float32
+    return out.to(query.dtype), weights.to(query.dtype)

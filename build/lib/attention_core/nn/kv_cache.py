@@ -1,0 +1,230 @@
+"""Chapter 9 (and 12): the key/value cache of autoregressive decoding and what it costs.
+
+A decoder generating token t needs the keys and values of tokens 0..t-1 again; they
+never change, so they are kept instead of recomputed. Only the new token's key and
+value are projected at each step.
+
+Every cache of the package shares one interface, as HuggingFace's cache layers do
+(``update``, ``get_seq_length``, ``reset``): :class:`Cache` (``length``, ``nbytes()``,
+``reset()``), and :class:`HeadCache` for the caches of per-head keys and values that
+``MultiHeadAttention(..., kv_cache=cache)`` decodes with (``append(k, v)``). Code that
+reuses a cache calls ``reset()``; it never writes a cache's state by hand.
+
+Shape legend: B batch, Hkv key/value heads (h_kv), T tokens appended in one step, S
+cached length (the keys a new query attends to), E head dim (d_k).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+import torch
+
+from ._checks import check_device, check_positive_int
+
+
+@runtime_checkable
+class Cache(Protocol):
+    """What every cache of the package offers (:class:`KVCache`, :class:`RollingKVCache`,
+    :class:`~attention_core.nn.latent_attention.LatentKVCache`,
+    :class:`~attention_core.nn.paged.PagedKVCache`); each documents what its ``length``
+    counts. ``isinstance(x, Cache)`` checks that the names are there, not their types."""
+
+    length: int
+    """Tokens the cache has taken in (for one sequence, or all of them: see the cache)."""
+
+    def nbytes(self) -> int:
+        """Bytes of the keys and values (or latents) held now."""
+        ...
+
+    def reset(self) -> None:
+        """Forget everything: afterwards the cache is as a freshly built one."""
+        ...
+
+
+@runtime_checkable
+class HeadCache(Cache, Protocol):
+    """A :class:`Cache` of per-head keys and values for one attention layer, what
+    ``MultiHeadAttention.forward(..., kv_cache=...)`` takes: ``length`` is the absolute
+    position of the next token (RoPE rotates new keys from there)."""
+
+    def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Add ``k``, ``v (B, Hkv, T, E)``; return the keys and values the new tokens attend
+        to, ``(B, Hkv, S, E)``."""
+        ...
+
+
+def _check_new_kv(k: torch.Tensor, v: torch.Tensor, buffer: torch.Tensor, cache: str) -> None:
+    """Raise unless ``k`` and ``v`` are ``(B, Hkv, T, E)`` with the ``(B, Hkv, E)`` of the
+    cache's ``buffer (B, Hkv, slots, E)``, on its device."""
+    B, Hkv, _, E = k.shape
+    expected = buffer.shape[:2] + buffer.shape[3:]
+    if (B, Hkv, E) != expected or v.shape != k.shape:
+        raise ValueError(f"k {tuple(k.shape)} and v {tuple(v.shape)} must be "
+                         f"(B, Hkv, T, E) with (B, Hkv, E) = {tuple(expected)}")
+    for name, x in (("k", k), ("v", v)):
+        check_device(name, x, buffer.device, f"the cache ({cache}(..., device=...))")
+
+
+class KVCache(HeadCache):
+    """Pre-allocated keys and values ``(B, Hkv, max_len, E)`` for one attention layer, a
+    :class:`HeadCache`; ``length`` counts the positions cached so far.
+
+    ``append`` writes the new entries in place (no copy of the past) and returns views
+    of everything cached so far. ``dtype`` and ``device`` place the buffers (default:
+    float32 on the CPU); what is appended must be on the same device.
+    ``MultiHeadAttention.new_cache(batch_size, max_len)`` builds one for a layer.
+    """
+
+    def __init__(self, batch_size: int, num_kv_heads: int, head_dim: int, max_len: int,
+                 dtype=torch.float32, device=None):
+        for name, value in (("batch_size", batch_size), ("num_kv_heads", num_kv_heads),
+                            ("head_dim", head_dim), ("max_len", max_len)):
+            check_positive_int(name, value)
+        shape = (batch_size, num_kv_heads, max_len, head_dim)
+        self.keys = torch.zeros(shape, dtype=dtype, device=device)
+        self.values = torch.zeros(shape, dtype=dtype, device=device)
+        self.length = 0
+
+    def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Add ``k``, ``v (B, Hkv, T, E)``; return all keys and values ``(B, Hkv, S, E)``."""
+        _check_new_kv(k, v, self.keys, "KVCache")
+        T = k.size(2)
+        if self.length + T > self.keys.size(2):
+            raise ValueError(f"cache full: {self.length} + {T} new positions exceed "
+                             f"max_len={self.keys.size(2)}")
+        end = self.length + T
+        self.keys[:, :, self.length:end] = k
+        self.values[:, :, self.length:end] = v
+        self.length = end
+        return self.keys[:, :, :end], self.values[:, :, :end]  # (B, Hkv, S, E) views
+
+    def nbytes(self) -> int:
+        """Bytes of the keys and values cached so far."""
+        per_position = self.keys[:, :, :1].numel() * self.keys.element_size()
+        return 2 * per_position * self.length
+
+    def reset(self) -> None:
+        """Empty the cache (``length`` 0, buffers zeroed) to decode a new text with it."""
+        _zero(self)
+
+
+def _zero(cache: KVCache | RollingKVCache) -> None:
+    """Zero a head cache's ``keys`` and ``values`` and its ``length``: as freshly built."""
+    cache.keys.zero_()
+    cache.values.zero_()
+    cache.length = 0
+
+
+def kv_cache_bytes(num_layers: int, num_kv_heads: int, head_dim: int, seq_len: int,
+                   batch_size: int = 1, bytes_per_element: int = 2) -> int:
+    """Bytes held by a KV cache, keys and values together.
+
+    ``2 * num_layers * num_kv_heads * head_dim * seq_len * batch_size * bytes_per_element``;
+    ``bytes_per_element=2`` is float16/bfloat16. Sharing key/value heads (MQA, GQA)
+    shrinks the cache by ``num_heads / num_kv_heads`` (G, the query heads per key/value
+    head). In the book's symbols: ``2 n_layers h_kv d_k`` numbers per token.
+    """
+    for name, value in (("num_layers", num_layers), ("num_kv_heads", num_kv_heads),
+                        ("head_dim", head_dim), ("seq_len", seq_len),
+                        ("batch_size", batch_size), ("bytes_per_element", bytes_per_element)):
+        check_positive_int(name, value)
+    return 2 * num_layers * num_kv_heads * head_dim * seq_len * batch_size * bytes_per_element
+
+
+class RollingKVCache(HeadCache):
+    """A fixed-size cache for sliding-window decoding: the last ``window`` positions in a
+    rolling buffer (Mistral, Jiang et al. 2023) plus the first ``num_sinks`` positions
+    kept for good, the "attention sinks" of StreamingLLM (Xiao et al. 2023).
+
+    Same ``append(k, v)`` as :class:`KVCache`, so ``MultiHeadAttention(x, kv_cache=cache)``
+    decodes with it unchanged. Query ``p`` sees key ``j`` when ``j <= p`` and either
+    ``p - j < window`` or ``j < num_sinks``. Position ``p >= num_sinks`` lives in slot
+    ``num_sinks + (p - num_sinks) % window``: memory never grows past
+    ``num_sinks + window`` positions, however long the text.
+
+    A :class:`HeadCache`: ``length`` counts every position ever appended (the absolute
+    position of the next token), so a RoPE model rotates each key once, at its *original* position, as
+    Mistral does; StreamingLLM instead renumbers positions inside the cache.
+
+    One token at a time (``T = 1``), ``append`` returns exactly the keys that token may
+    see. For a chunk of ``T > 1`` tokens (a prompt), the earlier tokens of the chunk may
+    see fewer of the old keys: pass ``attn_mask=cache.attn_mask(T)`` (built *before*
+    the call) to the attention as well.
+    """
+
+    def __init__(self, batch_size: int, num_kv_heads: int, head_dim: int, window: int,
+                 num_sinks: int = 0, dtype=torch.float32, device=None):
+        for name, value in (("batch_size", batch_size), ("num_kv_heads", num_kv_heads),
+                            ("head_dim", head_dim), ("window", window)):
+            check_positive_int(name, value)
+        check_positive_int("num_sinks", num_sinks, minimum=0)
+        self.window, self.num_sinks = window, num_sinks
+        shape = (batch_size, num_kv_heads, num_sinks + window, head_dim)  # sinks, then the ring
+        self.keys = torch.zeros(shape, dtype=dtype, device=device)
+        self.values = torch.zeros(shape, dtype=dtype, device=device)
+        self.length = 0
+
+    def slot(self, position: int) -> int:
+        """The buffer slot of absolute ``position``."""
+        if position < self.num_sinks:
+            return position
+        return self.num_sinks + (position - self.num_sinks) % self.window
+
+    def cached_positions(self, first_query: int | None = None) -> list[int]:
+        """Absolute positions held now that query ``first_query`` (default: the next
+        position, ``length``) may still see, in increasing order."""
+        p = self.length if first_query is None else first_query
+        sinks = range(min(self.length, self.num_sinks))
+        recent = range(max(self.num_sinks, p - self.window + 1), self.length)
+        return list(sinks) + list(recent)
+
+    def attn_mask(self, T: int) -> torch.Tensor:
+        """The ``(T, S)`` mask (True = may attend) for appending ``T`` tokens now: rows are
+        the new positions, columns the keys ``append`` will return."""
+        check_positive_int("T", T)
+        keys = torch.tensor(self.cached_positions() + list(range(self.length, self.length + T)),
+                            device=self.keys.device)  # (S,) absolute key positions
+        queries = torch.arange(self.length, self.length + T, device=self.keys.device).unsqueeze(1)
+        behind = queries - keys  # (T, S): how far each key lies behind each query
+        return (behind >= 0) & ((behind < self.window) | (keys < self.num_sinks))
+
+    def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Add ``k``, ``v (B, Hkv, T, E)``; return the keys and values the new tokens may
+        see, oldest first, ``(B, Hkv, S, E)`` with ``S <= num_sinks + window - 1 + T``."""
+        _check_new_kv(k, v, self.keys, "RollingKVCache")
+        T = k.size(2)
+        old = torch.tensor([self.slot(p) for p in self.cached_positions()], dtype=torch.long,
+                           device=self.keys.device)
+        keys = torch.cat((self.keys[:, :, old], k), dim=2)  # (B, Hkv, S, E): a copy, oldest first
+        values = torch.cat((self.values[:, :, old], v), dim=2)
+        new = range(self.length, self.length + T)
+        # Only the last `window` new positions outlive this call (and every sink).
+        kept = [i for i, p in enumerate(new) if p < self.num_sinks or p >= new[-1] - self.window + 1]
+        index = torch.tensor(kept, dtype=torch.long, device=self.keys.device)
+        slots = torch.tensor([self.slot(new[i]) for i in kept], dtype=torch.long, device=self.keys.device)
+        self.keys[:, :, slots] = k[:, :, index]
+        self.values[:, :, slots] = v[:, :, index]
+        self.length += T
+        return keys, values
+
+    def nbytes(self) -> int:
+        """Bytes of the keys and values held now: at most ``num_sinks + window`` positions."""
+        held = min(self.length, self.num_sinks) + min(max(self.length - self.num_sinks, 0), self.window)
+        return 2 * self.keys[:, :, :1].numel() * self.keys.element_size() * held
+
+    def reset(self) -> None:
+        """Empty the cache (``length`` 0, buffers zeroed) to decode a new text with it."""
+        _zero(self)
+
+
+def streaming_mask(L: int, window: int, num_sinks: int = 0, device=None) -> torch.Tensor:
+    """The ``(L, L)`` mask a :class:`RollingKVCache` decodes under: causal, the last
+    ``window`` positions (``0 <= i - j < window``), and the first ``num_sinks`` positions
+    for every query (``j < num_sinks``, ``j <= i``). ``device``: where to build it."""
+    check_positive_int("L", L)
+    check_positive_int("window", window)
+    check_positive_int("num_sinks", num_sinks, minimum=0)
+    i = torch.arange(L, device=device).unsqueeze(1)  # (L, 1)
+    j = torch.arange(L, device=device).unsqueeze(0)  # (1, L)
+    return (j <= i) & ((i - j < window) | (j < num_sinks))  # (L, L)

@@ -1,0 +1,233 @@
+"""Chapter 4 (and 3, 5, 8, 9, 10, 12, 13): multi-head attention (Vaswani et al., 2017)
+with shared key/value heads: multi-query (Shazeer, 2019) and grouped-query attention
+(Ainslie et al., 2023), attending with a kernel picked by name from
+:data:`~attention_core.nn.attention_functions.ATTENTION_FUNCTIONS`.
+
+Shape legend: B batch, T length of one sequence (self-attention, L = S = T), L query
+length, S key length, H query heads (h), Hkv key/value heads (h_kv), G query heads per
+key/value head (H / Hkv), E head dim (d_k), D model width (embed_dim = H * E). A head
+is indexed by ``a``: query head ``a`` uses key/value head ``a // G``.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+
+import torch
+from torch import nn
+
+from ._checks import check_device, check_positive_int, check_tensor
+from .attention_functions import ATTENTION_FUNCTIONS, AttentionFunction
+from .heads import grouped_query_attention, merge_heads, repeat_kv, split_heads
+from .kv_cache import HeadCache, KVCache
+from .positional import apply_rotary
+
+
+def _attention_kernel(attention: str | AttentionFunction) -> AttentionFunction:
+    """The kernel ``MultiHeadAttention(attention=...)`` attends with.
+
+    A name of :data:`~attention_core.nn.attention_functions.ATTENTION_FUNCTIONS` gives its
+    kernel, except ``"eager"``, which gives
+    :func:`~attention_core.nn.heads.grouped_query_attention` (scaled dot-product attention
+    that reads each key/value head once per group). A kernel of the dict, or a
+    ``functools.partial`` of one with options fixed, is returned as it is.
+    """
+    if isinstance(attention, str):
+        if attention not in ATTENTION_FUNCTIONS:
+            raise ValueError(f"attention must be one of {sorted(ATTENTION_FUNCTIONS)} (the names of "
+                             f"ATTENTION_FUNCTIONS), got {attention!r}")
+        return grouped_query_attention if attention == "eager" else ATTENTION_FUNCTIONS[attention]
+    kernel = attention.func if isinstance(attention, functools.partial) else attention
+    if not any(kernel is fn for fn in ATTENTION_FUNCTIONS.values()):
+        raise TypeError(f"attention must be a name in {sorted(ATTENTION_FUNCTIONS)}, a kernel of "
+                        f"ATTENTION_FUNCTIONS or a functools.partial of one, got {attention!r}")
+    return attention
+
+
+class MultiHeadAttention(nn.Module):
+    """Batch-first multi-head attention that returns per-head weights.
+
+    ``num_kv_heads=None`` is standard MHA; ``1`` is MQA; a divisor of ``num_heads``
+    in between is GQA, where query head ``a`` uses kv head
+    ``a // (num_heads // num_kv_heads)``. With ``rope=True``, rotary embeddings
+    (:func:`~attention_core.nn.positional.apply_rotary`) are applied to queries and keys
+    after projection. ``device`` and ``dtype`` place the parameters, as in
+    ``torch.nn.MultiheadAttention`` (default: float32 on the CPU); inputs and masks must be
+    on the parameters' device.
+
+    ``attention`` picks the kernel, as HuggingFace's ``ALL_ATTENTION_FUNCTIONS`` does: a
+    name of :data:`~attention_core.nn.attention_functions.ATTENTION_FUNCTIONS`, or one of
+    its kernels with options fixed by ``functools.partial``::
+
+        window = functools.partial(ATTENTION_FUNCTIONS["sliding_window"], window=64)
+        layer = MultiHeadAttention(512, 8, attention=window)
+
+    ``"eager"`` (the default) is :func:`~attention_core.nn.heads.grouped_query_attention`,
+    which reads each key/value head once per group. Any other kernel gets the key/value
+    heads repeated to ``num_heads`` (:func:`~attention_core.nn.heads.repeat_kv`) and only
+    the options a call uses (``attn_mask`` when given, ``is_causal`` when True,
+    ``dropout_p`` when training with ``dropout > 0``); a kernel that forms no weights
+    makes ``forward`` return ``None`` for them.
+    """
+
+    def __init__(self, embed_dim: int, num_heads: int, num_kv_heads: int | None = None,
+                 bias: bool = True, dropout: float = 0.0, rope: bool = False,
+                 rope_base: float = 10000.0, device=None, dtype=None, *,
+                 attention: str | AttentionFunction = "eager"):
+        super().__init__()
+        check_positive_int("embed_dim", embed_dim)
+        check_positive_int("num_heads", num_heads)
+        num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
+        check_positive_int("num_kv_heads", num_kv_heads)
+        if embed_dim % num_heads:
+            raise ValueError(f"num_heads={num_heads} must divide embed_dim={embed_dim}")
+        if num_heads % num_kv_heads:
+            raise ValueError(f"num_kv_heads={num_kv_heads} must divide num_heads={num_heads}")
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must lie in [0, 1), got {dropout!r}")
+        self.embed_dim, self.num_heads, self.num_kv_heads = embed_dim, num_heads, num_kv_heads
+        self.head_dim = embed_dim // num_heads
+        if rope and self.head_dim % 2:
+            raise ValueError(f"rope=True needs an even head_dim, got {self.head_dim}")
+        self.dropout, self.rope, self.rope_base = dropout, rope, rope_base
+        self.attention, self.attention_fn = attention, _attention_kernel(attention)
+        if dropout > 0 and "dropout_p" not in inspect.signature(self.attention_fn).parameters:
+            raise ValueError(f"attention={attention!r} has no dropout on its weights; "
+                             f"pass dropout=0.0 or an attention with dropout_p such as 'eager'")
+        kv_dim = num_kv_heads * self.head_dim
+        factory_kwargs = {"device": device, "dtype": dtype}
+        self.q_proj = nn.Linear(embed_dim, embed_dim, bias=bias, **factory_kwargs)  # W_q
+        self.k_proj = nn.Linear(embed_dim, kv_dim, bias=bias, **factory_kwargs)  # W_k
+        self.v_proj = nn.Linear(embed_dim, kv_dim, bias=bias, **factory_kwargs)  # W_v
+        self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias, **factory_kwargs)  # W_o
+
+    @classmethod
+    def from_torch(cls, module: nn.MultiheadAttention) -> MultiHeadAttention:
+        """A copy of ``torch.nn.MultiheadAttention`` (same weights, so same outputs), on
+        the same device and in the same dtype as ``module``.
+
+        PyTorch stores W_q, W_k, W_v stacked in one ``in_proj_weight (3D, D)``.
+        """
+        if not isinstance(module, nn.MultiheadAttention) or not module._qkv_same_embed_dim:
+            raise TypeError(f"module must be an nn.MultiheadAttention with kdim = vdim = "
+                            f"embed_dim, got {module!r}")
+        D, has_bias = module.embed_dim, module.in_proj_bias is not None
+        weight = module.in_proj_weight
+        ours = cls(D, module.num_heads, bias=has_bias, dropout=module.dropout,
+                   device=weight.device, dtype=weight.dtype)
+        with torch.no_grad():
+            for i, proj in enumerate((ours.q_proj, ours.k_proj, ours.v_proj)):
+                proj.weight.copy_(module.in_proj_weight[i * D:(i + 1) * D])
+                if has_bias:
+                    proj.bias.copy_(module.in_proj_bias[i * D:(i + 1) * D])
+            ours.out_proj.load_state_dict(module.out_proj.state_dict())
+        return ours
+
+    def new_cache(self, batch_size: int, max_len: int) -> KVCache:
+        """An empty :class:`~attention_core.nn.kv_cache.KVCache` for this layer's key/value
+        heads, ``(batch_size, num_kv_heads, max_len, head_dim)``, on the parameters' device
+        and in their dtype."""
+        w = self.k_proj.weight
+        return KVCache(batch_size, self.num_kv_heads, self.head_dim, max_len, dtype=w.dtype, device=w.device)
+
+    def forward(self, query: torch.Tensor, key: torch.Tensor | None = None,
+                value: torch.Tensor | None = None, attn_mask: torch.Tensor | None = None,
+                is_causal: bool = False, kv_cache: HeadCache | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``query (B, L, D)``, ``key``/``value (B, S, D)`` (default: ``query``).
+
+        ``attn_mask`` broadcasts to ``(B, H, L, S)``; it and the inputs must lie on the
+        parameters' device (else a ``ValueError`` naming both). With ``kv_cache`` (incremental
+        decoding, e.g. :meth:`new_cache`), the new keys and values are appended to the cache
+        and the queries attend to everything cached so far. Returns ``(output (B, L, D),
+        weights (B, H, L, S))``, the weights None if the kernel forms none.
+        """
+        key = query if key is None else key
+        value = key if value is None else value
+        self._check_inputs(query, key, value, attn_mask)
+        q = split_heads(self.q_proj(query), self.num_heads)  # (B, L, D) -> (B, H, L, E)
+        k = split_heads(self.k_proj(key), self.num_kv_heads)  # (B, S_new, D) -> (B, Hkv, S_new, E)
+        v = split_heads(self.v_proj(value), self.num_kv_heads)  # (B, S_new, D) -> (B, Hkv, S_new, E)
+        if self.rope:
+            q, k = self._rotate(q, k, past=0 if kv_cache is None else kv_cache.length)
+        if kv_cache is not None:
+            k, v = kv_cache.append(k, v)  # (B, Hkv, S, E): all keys and values so far
+        out, weights = self._attend(q, k, v, attn_mask, is_causal)  # (B, H, L, E), (B, H, L, S)
+        return self.out_proj(merge_heads(out)), weights  # (B, H, L, E) -> (B, L, D)
+
+    def _check_input(self, name: str, x) -> None:
+        check_tensor(name, x, min_dim=3)
+        if x.dim() != 3 or x.size(-1) != self.embed_dim:
+            raise ValueError(f"{name} must have shape (B, T, embed_dim={self.embed_dim}), "
+                             f"got {tuple(x.shape)}")
+
+    def _check_inputs(self, query, key, value, attn_mask) -> None:
+        """Raise unless the inputs are ``(B, L, D)``, ``(B, S, D)``, ``(B, S, D)`` on the
+        parameters' device, with the mask there too."""
+        for name, x in (("query", query), ("key", key), ("value", value)):
+            self._check_input(name, x)
+        if key.shape[:2] != value.shape[:2] or key.size(0) != query.size(0):
+            raise ValueError(f"query {tuple(query.shape)}, key {tuple(key.shape)} and value "
+                             f"{tuple(value.shape)} must share B, and key/value must share S")
+        device = self.q_proj.weight.device
+        for name, x in (("query", query), ("key", key), ("value", value)):
+            check_device(name, x, device, "the module's parameters")
+        if isinstance(attn_mask, torch.Tensor):
+            check_device("attn_mask", attn_mask, device, "the inputs")
+
+    def _rotate(self, q: torch.Tensor, k: torch.Tensor, past: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """RoPE on ``q (B, H, L, E)`` and the new keys ``k (B, Hkv, S_new, E)`` at their
+        absolute positions: ``past`` tokens are cached, and the queries are the last L of
+        all ``S = past + S_new`` positions."""
+        k = apply_rotary(k, torch.arange(past, past + k.size(2), device=k.device), self.rope_base)
+        S = past + k.size(2)
+        q = apply_rotary(q, torch.arange(S - q.size(2), S, device=q.device), self.rope_base)
+        return q, k
+
+    def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask, is_causal: bool
+                ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``q (B, H, L, E)`` over ``k``, ``v (B, Hkv, S, E)`` with the layer's kernel ->
+        ``(output (B, H, L, E), weights (B, H, L, S) or None)``."""
+        dropout_p = self.dropout if self.training else 0.0
+        if self.attention_fn is grouped_query_attention:  # each kv head read once per group
+            return grouped_query_attention(q, k, v, attn_mask=attn_mask, is_causal=is_causal,
+                                           dropout_p=dropout_p)
+        options = {}  # only what this call uses, so kernels without an option still fit
+        if attn_mask is not None:
+            options["attn_mask"] = attn_mask
+        if is_causal:
+            options["is_causal"] = True
+        if dropout_p > 0:
+            options["dropout_p"] = dropout_p
+        G = self.num_heads // self.num_kv_heads
+        return self.attention_fn(q, repeat_kv(k, G), repeat_kv(v, G), **options)  # kv: (B, H, S, E)
+
+
+def mean_pool_kv_heads(mha: MultiHeadAttention, num_kv_heads: int) -> MultiHeadAttention:
+    """Convert a trained MHA layer to GQA (or MQA with ``num_kv_heads=1``) by averaging
+    the key and value projections of the heads in each group (Ainslie et al., 2023).
+
+    Query and output projections are copied unchanged. The result usually needs a
+    short "uptraining" to recover the original quality. The result is on ``mha``'s
+    device and in its dtype.
+    """
+    H, E = mha.num_heads, mha.head_dim
+    if mha.num_kv_heads != H:
+        raise ValueError(f"mha must be plain MHA (num_kv_heads == num_heads), got "
+                         f"num_kv_heads={mha.num_kv_heads}, num_heads={H}")
+    gqa = MultiHeadAttention(mha.embed_dim, H, num_kv_heads, bias=mha.q_proj.bias is not None,
+                             dropout=mha.dropout, rope=mha.rope, rope_base=mha.rope_base,
+                             device=mha.q_proj.weight.device, dtype=mha.q_proj.weight.dtype,
+                             attention=mha.attention)
+    G = H // num_kv_heads
+    with torch.no_grad():
+        gqa.q_proj.load_state_dict(mha.q_proj.state_dict())
+        gqa.out_proj.load_state_dict(mha.out_proj.state_dict())
+        for name in ("k_proj", "v_proj"):
+            src, dst = getattr(mha, name), getattr(gqa, name)
+            w = src.weight.view(num_kv_heads, G, E, mha.embed_dim)  # (Hkv, G, E, D): heads of a group
+            dst.weight.copy_(w.mean(1).reshape(num_kv_heads * E, mha.embed_dim))
+            if src.bias is not None:
+                dst.bias.copy_(src.bias.view(num_kv_heads, G, E).mean(1).flatten())
+    return gqa

@@ -1,0 +1,142 @@
+"""Chapter 10 (and 11): position information for attention, which by itself ignores order.
+
+Every function that makes a tensor takes ``device=`` and ``dtype=`` (default: float32 on
+the CPU); tables are computed in float64 on the CPU, so every device gets the same
+values, then moved. :func:`apply_rotary` follows its input ``x``.
+
+Notation (the book's): position ``p``, offset ``Delta``, frequency of dimension pair
+``i`` ``theta_i = base**(-2i/d_model)`` (base 10000 in the papers), RoPE rotation ``R_p``,
+ALiBi slope ``lambda_a`` of head ``a``.
+
+Shape legend: T positions, D model width d_model (or head dim d_k for RoPE; even),
+H heads, L query length, S key length.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ._checks import check_float_dtype, check_positive_int, check_tensor
+
+
+def _check_even(name: str, value: int) -> None:
+    check_positive_int(name, value)
+    if value % 2:
+        raise ValueError(f"{name} must be even (dims come in sin/cos pairs), got {value}")
+
+
+def _frequencies(dim: int, base: float) -> torch.Tensor:
+    """The frequencies ``theta_i = base ** (-2i / dim)`` for i = 0 .. dim/2 - 1, in
+    float64: ``(dim/2,)``. Shared by the sinusoidal encoding and RoPE."""
+    if not base > 1:
+        raise ValueError(f"base must be > 1, got {base!r}")
+    return base ** (-torch.arange(0, dim, 2, dtype=torch.float64) / dim)
+
+
+def sinusoidal_encoding(num_positions: int, d_model: int, base: float = 10000.0, device=None,
+                        dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """Sinusoidal position encoding of Vaswani et al. (2017): ``(num_positions, d_model)``.
+
+    ``PE[p, 2i] = sin(p * theta_i)`` and ``PE[p, 2i+1] = cos(p * theta_i)``, with
+    ``theta_i = base**(-2i/d_model)``: pair ``i`` turns at angular speed ``theta_i``, so
+    the wavelengths ``2*pi / theta_i`` grow geometrically from 2*pi towards base*2*pi.
+    Returned as ``dtype`` on ``device`` (default: float32 on the CPU).
+    """
+    check_positive_int("num_positions", num_positions)
+    _check_even("d_model", d_model)
+    check_float_dtype("dtype", dtype)
+    angles = torch.arange(num_positions, dtype=torch.float64).unsqueeze(1) * _frequencies(
+        d_model, base)  # (T, D/2)
+    pe = torch.stack((angles.sin(), angles.cos()), dim=-1)  # (T, D/2, 2)
+    return pe.flatten(-2).to(device=device, dtype=dtype)  # (T, D): sin, cos interleaved
+
+
+def sinusoidal_shift_matrix(k: int, d_model: int, base: float = 10000.0, device=None,
+                            dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """The rotation ``R_Delta (d_model, d_model)`` for the offset ``Delta = k``, with
+    ``PE[p + Delta] = R_Delta @ PE[p]`` for every position ``p``: block-diagonal, one 2x2
+    rotation by the angle ``Delta * theta_i`` per (sin, cos) pair ``i``. It is the same
+    kind of rotation that RoPE applies (``R_p``), and it is why a model can attend by
+    *relative* offset with a linear map of the sinusoidal encoding (Vaswani et al.,
+    2017, section 3.5). Returned as ``dtype`` on ``device`` (default: float32 on the CPU).
+    """
+    _check_even("d_model", d_model)
+    check_float_dtype("dtype", dtype)
+    angles = k * _frequencies(d_model, base)  # (D/2,): Delta * theta_i
+    cos, sin = angles.cos(), angles.sin()
+    blocks = torch.stack([torch.stack([cos, sin], -1), torch.stack([-sin, cos], -1)], -2)  # (D/2, 2, 2)
+    return torch.block_diag(*blocks).to(device=device, dtype=dtype)  # (D, D)
+
+
+def apply_rotary(x: torch.Tensor, positions: torch.Tensor | None = None,
+                 base: float = 10000.0) -> torch.Tensor:
+    """Rotary position embedding (RoPE, Su et al. 2021) of ``x (..., T, D)``.
+
+    Dimensions are paired as in the paper: at position ``p``, ``R_p`` rotates
+    ``(x[2i], x[2i+1])`` by the angle ``p * theta_i``, ``theta_i = base**(-2i/D)``.
+    Because rotations compose, the score ``apply_rotary(q)[p] . apply_rotary(k)[p']``
+    depends on the offset ``p - p'`` only.
+    ``positions`` (T,) defaults to ``0 .. T-1``. The result has ``x``'s device and
+    dtype; ``positions`` are moved to ``x``'s device.
+    """
+    check_tensor("x", x, min_dim=2)
+    T, D = x.shape[-2:]
+    _check_even("x.shape[-1]", D)
+    if positions is None:
+        positions = torch.arange(T, device=x.device)
+    positions = torch.as_tensor(positions, device=x.device)
+    if positions.shape != (T,):
+        raise ValueError(f"positions must have shape ({T},) to match x {tuple(x.shape)}, "
+                         f"got {tuple(positions.shape)}")
+    theta = _frequencies(D, base).to(x.device)  # (D/2,): theta_i
+    angles = positions.to(torch.float64).unsqueeze(1) * theta  # (T, D/2): p * theta_i
+    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)  # (T, D/2)
+    x_even, x_odd = x[..., 0::2], x[..., 1::2]  # (..., T, D/2) each
+    rotated = torch.stack((x_even * cos - x_odd * sin, x_even * sin + x_odd * cos), dim=-1)
+    return rotated.flatten(-2)  # (..., T, D)
+
+
+def alibi_slopes(num_heads: int, device=None, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """ALiBi's per-head slopes (Press et al., 2021): ``(num_heads,)``.
+
+    For ``h`` heads, a power of two, the slope of head ``a = 0 .. h-1`` is
+    ``lambda_a = 2**(-8(a+1)/h)``: the geometric sequence ``2**(-8/h), 2**(-16/h), ...,
+    2**-8``. Otherwise the paper takes the slopes of the nearest smaller power of two
+    and adds every other slope of the next one.
+    Returned as ``dtype`` on ``device`` (default: float32 on the CPU).
+    """
+    check_positive_int("num_heads", num_heads)
+    check_float_dtype("dtype", dtype)
+
+    def power_of_two(n: int) -> list[float]:
+        return [2 ** (-8 * (a + 1) / n) for a in range(n)]  # lambda_a, head a
+
+    closest = 2 ** (num_heads.bit_length() - 1)
+    slopes = power_of_two(closest)
+    if closest < num_heads:
+        slopes += power_of_two(2 * closest)[0::2][: num_heads - closest]
+    return torch.tensor(slopes, dtype=dtype, device=device)
+
+
+def alibi_bias(num_heads: int, L: int, S: int | None = None, device=None,
+               dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """ALiBi's additive bias ``(num_heads, L, S)``: ``-lambda_a * |i - j|`` for head ``a``,
+    a penalty growing linearly with the distance between query ``i`` and key ``j``
+    (queries aligned to the end when S > L). Pass it as a float ``attn_mask``.
+
+    The paper uses it with a causal mask, where only ``j <= i`` survives and the bias
+    is ``-lambda_a * (i - j)``; the absolute value makes it usable without one too.
+
+    Built on ``device`` (default: the CPU; pass the scores' device, a kernel refuses a
+    mask on another one) and returned as ``dtype`` (default float32; the product is
+    taken in float32 so float16/bfloat16 round only once).
+    """
+    check_positive_int("L", L)
+    S = L if S is None else S
+    check_positive_int("S", S)
+    check_float_dtype("dtype", dtype)
+    i = torch.arange(S - L, S, device=device).unsqueeze(1)  # (L, 1): absolute query positions
+    j = torch.arange(S, device=device).unsqueeze(0)  # (1, S)
+    distance = (i - j).abs().float()  # (L, S)
+    slopes = alibi_slopes(num_heads, device=device).view(-1, 1, 1)  # (H, 1, 1): lambda_a, float32
+    return (-slopes * distance).to(dtype)  # (H, L, S)

@@ -1,0 +1,137 @@
+"""Chapter 7: alignment scores of the encoder-decoder attention of Bahdanau et al.
+(2014) and Luong et al. (2015): how well a decoder state ``u`` matches each encoder
+state ``e_i`` (the book's notation, chapter 7; the papers write s and h).
+
+    additive (Bahdanau)   score(u, e) = v^T tanh(W_s u + W_h e)
+    dot      (Luong)      score(u, e) = u^T e
+    general  (Luong)      score(u, e) = u^T W e
+    concat   (Luong)      score(u, e) = v^T tanh(W [u; e])
+
+``W_s``, ``W_h``, ``W`` are learned matrices (``W_s`` acts on the decoder state, ``W_h``
+on the encoder states, named as the attributes are) and ``v`` is a learned vector.
+
+Every score is a module with one signature, ``score(query (B, query_dim), keys (B, S, key_dim))
+-> (B, S)``, chosen by name from :data:`SCORES`; :func:`attend` turns scores into weights
+(masking padded source positions) and a context vector. Which decoder state is the
+query (``u_{t-1}`` for Bahdanau, ``u_t`` for Luong) is the decoder's business:
+:mod:`attention_core.models.seq2seq`.
+
+Shape legend: B batch, S source length, Dh hidden size of a recurrent network. In
+chapter 7 the decoder state (the query) and the encoder states (the keys) are all Dh
+wide; the modules take their widths separately, as ``query_dim`` and ``key_dim``, and
+``attn_dim`` is the width of the hidden layer of the additive and concat scores.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from ._checks import check_device, check_positive_int, check_tensor
+from .functional import softmax
+
+
+class AdditiveScore(nn.Module):
+    """Bahdanau's ``v^T tanh(W_s u + W_h e)``: a one-hidden-layer network on the pair."""
+
+    def __init__(self, query_dim: int, key_dim: int, attn_dim: int):
+        super().__init__()
+        self.W_s = nn.Linear(query_dim, attn_dim, bias=False)
+        self.W_h = nn.Linear(key_dim, attn_dim, bias=False)
+        self.v = nn.Linear(attn_dim, 1, bias=False)
+
+    def forward(self, query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+        """``query (B, query_dim)``, ``keys (B, S, key_dim)`` -> scores ``(B, S)``."""
+        hidden = torch.tanh(self.W_s(query).unsqueeze(1) + self.W_h(keys))  # (B, S, attn_dim)
+        return self.v(hidden).squeeze(-1)  # (B, S)
+
+
+class DotScore(nn.Module):
+    """Luong's ``u^T e``: no parameters; needs ``query_dim == key_dim``."""
+
+    def __init__(self, query_dim: int, key_dim: int, attn_dim: int | None = None):
+        super().__init__()
+        if query_dim != key_dim:
+            raise ValueError(f"the dot score needs query_dim == key_dim, got {query_dim} and {key_dim}")
+
+    def forward(self, query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+        """``query (B, query_dim)``, ``keys (B, S, key_dim)`` -> scores ``(B, S)``."""
+        return (keys @ query.unsqueeze(-1)).squeeze(-1)  # (B, S)
+
+
+class GeneralScore(nn.Module):
+    """Luong's ``u^T W e``: a learned bilinear form."""
+
+    def __init__(self, query_dim: int, key_dim: int, attn_dim: int | None = None):
+        super().__init__()
+        self.W = nn.Linear(key_dim, query_dim, bias=False)  # W e, then the dot with u
+
+    def forward(self, query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+        """``query (B, query_dim)``, ``keys (B, S, key_dim)`` -> scores ``(B, S)``."""
+        return (self.W(keys) @ query.unsqueeze(-1)).squeeze(-1)  # (B, S)
+
+
+class ConcatScore(nn.Module):
+    """Luong's ``v^T tanh(W [u; e])``: one matrix on the concatenated pair. Splitting
+    ``W = [W_s, W_h]`` shows it is the additive score written differently."""
+
+    def __init__(self, query_dim: int, key_dim: int, attn_dim: int):
+        super().__init__()
+        self.W = nn.Linear(query_dim + key_dim, attn_dim, bias=False)
+        self.v = nn.Linear(attn_dim, 1, bias=False)
+
+    def forward(self, query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+        """``query (B, query_dim)``, ``keys (B, S, key_dim)`` -> scores ``(B, S)``."""
+        repeated = query.unsqueeze(1).expand(-1, keys.size(1), -1)  # (B, query_dim) -> (B, S, query_dim)
+        pairs = torch.cat((repeated, keys), -1)  # (B, S, query_dim + key_dim)
+        return self.v(torch.tanh(self.W(pairs))).squeeze(-1)  # (B, S)
+
+
+SCORES: dict[str, type[nn.Module]] = {"additive": AdditiveScore, "dot": DotScore,
+                                       "general": GeneralScore, "concat": ConcatScore}
+"""Score name -> module class; every class takes ``(query_dim, key_dim, attn_dim)``."""
+
+
+def make_score(name: str, query_dim: int, key_dim: int, attn_dim: int | None = None) -> nn.Module:
+    """The score module called ``name`` (see :data:`SCORES`); ``attn_dim`` (default
+    ``query_dim``) sizes the hidden layer of the additive and concat scores."""
+    if name not in SCORES:
+        raise ValueError(f"score must be one of {sorted(SCORES)}, got {name!r}")
+    check_positive_int("query_dim", query_dim)
+    check_positive_int("key_dim", key_dim)
+    attn_dim = query_dim if attn_dim is None else attn_dim
+    check_positive_int("attn_dim", attn_dim)
+    return SCORES[name](query_dim, key_dim, attn_dim)
+
+
+def attend(score: nn.Module, query: torch.Tensor, keys: torch.Tensor,
+           attn_mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """One step of encoder-decoder attention.
+
+    Args:
+        score: a module from :func:`make_score`.
+        query: decoder state ``(B, query_dim)``.
+        keys: encoder states ``(B, S, key_dim)``; they are also the values.
+        attn_mask: ``(B, S)`` bool, True at real source tokens (padding gets weight 0), on
+            the device of ``keys``.
+
+    Returns:
+        ``(context (B, key_dim), weights (B, S))``: weights are the softmax of the scores
+        over the source, the context their weighted sum of ``keys``.
+    """
+    check_tensor("query", query, min_dim=2)
+    check_tensor("keys", keys, min_dim=3)
+    if query.dim() != 2 or keys.dim() != 3 or query.size(0) != keys.size(0):
+        raise ValueError(f"query must be (B, Dq) and keys (B, S, Dk) with the same B, got "
+                         f"query {tuple(query.shape)} and keys {tuple(keys.shape)}")
+    for name, x in (("query", query), ("attn_mask", attn_mask)):
+        if isinstance(x, torch.Tensor):
+            check_device(name, x, keys.device, "keys")
+    scores = score(query, keys)  # (B, S)
+    if attn_mask is not None:
+        if attn_mask.shape != scores.shape or attn_mask.dtype != torch.bool:
+            raise ValueError(f"attn_mask must be bool of shape (B, S) = {tuple(scores.shape)}, got "
+                             f"{attn_mask.dtype} {tuple(attn_mask.shape)}")
+        scores = scores.masked_fill(~attn_mask, float("-inf"))
+    weights = softmax(scores, dim=-1)  # (B, S)
+    return (weights.unsqueeze(1) @ keys).squeeze(1), weights  # (B, key_dim), (B, S)
