@@ -1,6 +1,7 @@
 """Sparse, linear, Linformer and Reformer (LSH) attention against dense attention, d=64,
-one head: time and peak memory over N = 4096 ... 32768 (dense) and 16384 ... 131072 (the others), fitted log-log slopes, and the
-banded kernel's ratios at N=16384 with a window of 256 (all from the same run)."""
+one head: time and peak memory over N = 4096 ... 32768 (dense) and 16384 ... 131072 (the others),
+fitted log-log slopes, and the banded kernel's ratios at N=16384 with a window of 256 (all from
+the same run)."""
 
 from __future__ import annotations
 
@@ -47,10 +48,12 @@ def run(D=64, window=256) -> dict:
     with torch.no_grad():  # one method at a time over all N: the dense runs' large
         for name in methods:  # allocations do not disturb the others' timings
             fns = {N: kernel(name, N, window) for N in lengths[name]}
-            seconds[name] = [median_seconds(lambda: fns[N](*inputs[N]), repeats=5) for N in lengths[name]]
+            seconds[name] = [median_seconds(lambda fn=fns[N], args=inputs[N]: fn(*args), repeats=5)
+                             for N in lengths[name]]
         for name in methods:
             fns = {N: kernel(name, N, window) for N in lengths[name]}
-            memory[name] = [peak_memory_bytes(lambda: fns[N](*inputs[N])) for N in lengths[name]]
+            memory[name] = [peak_memory_bytes(lambda fn=fns[N], args=inputs[N]: fn(*args))
+                            for N in lengths[name]]
     at = {name: lengths[name].index(AT) for name in methods}
     return {"lengths": lengths, "d": D, "window": window, "seconds": seconds,
             "peak_bytes": memory,
@@ -59,7 +62,8 @@ def run(D=64, window=256) -> dict:
             "banded_memory_saving_at_16384": memory["dense"][at["dense"]] / memory["banded"][at["banded"]],
             "targets": {"banded_speedup_at_16384": 10.0, "banded_memory_saving_at_16384": 20.0,
                         "time_slope_banded": 1.15, "time_slope_linear": 1.15},
-            "settings": "banded w=256; linear elu+1; Linformer k=128 (pooling); LSH 16 buckets, chunks of 64, 1 round",
+            "settings": "banded w=256; linear elu+1; Linformer k=128 (pooling); "
+                        "LSH 16 buckets, chunks of 64, 1 round",
             "machine": machine()}
 
 

@@ -15,7 +15,8 @@ def run(B=4, H=8, L=1024, D=64) -> dict:
     q, k, v = (torch.randn(B, H, L, D) for _ in range(3))
     with torch.no_grad():
         ours = median_seconds(lambda: scaled_dot_product_attention(q, k, v), repeats=15)
-        math_path = median_seconds(lambda: torch.ops.aten._scaled_dot_product_attention_math(q, k, v), repeats=15)
+        math_path = median_seconds(lambda: torch.ops.aten._scaled_dot_product_attention_math(q, k, v),
+                                   repeats=15)
         fused = median_seconds(lambda: F.scaled_dot_product_attention(q, k, v), repeats=15)
     return {"shape": [B, H, L, D], "ours_s": ours, "math_s": math_path, "fused_s": fused,
             "ratio_vs_math": ours / math_path, "ratio_vs_fused": ours / fused,

@@ -117,8 +117,8 @@ def main() -> None:
     parser.add_argument("--reports", type=Path, help="keep each full Lighthouse JSON report here")
     args = parser.parse_args()
     binary = lighthouse_binary()
-    httpd = QuietServer(
-        ("127.0.0.1", 0), functools.partial(GzipHandler if args.gzip else QuietHandler, directory=str(args.site)))
+    handler = GzipHandler if args.gzip else QuietHandler
+    httpd = QuietServer(("127.0.0.1", 0), functools.partial(handler, directory=str(args.site)))
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     base = f"http://127.0.0.1:{httpd.server_address[1]}"
     results = {}
@@ -127,10 +127,12 @@ def main() -> None:
             result = median_run([audit(binary, f"{base}/{page}", args.reports) for _ in range(args.runs)])
             results[page] = result
             m = result["metrics"]
+            fcp, lcp = m["first-contentful-paint"] / 1000, m["largest-contentful-paint"] / 1000
+            failed = result["failed_audits"]
             print(f"{page}: " + " ".join(f"{c}={s}" for c, s in result["scores"].items())
-                  + f" | FCP {m['first-contentful-paint'] / 1000:.1f}s LCP {m['largest-contentful-paint'] / 1000:.1f}s"
+                  + f" | FCP {fcp:.1f}s LCP {lcp:.1f}s"
                   f" TBT {m['total-blocking-time']:.0f}ms CLS {m['cumulative-layout-shift']:.3f}"
-                  + (f" | below 100: {', '.join(result['failed_audits'])}" if result["failed_audits"] else ""),
+                  + (f" | below 100: {', '.join(failed)}" if failed else ""),
                   flush=True)
     finally:
         httpd.shutdown()

@@ -114,9 +114,9 @@ def locked(timeout: float = 1800):
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
-            except BlockingIOError:
+            except BlockingIOError as err:
                 if time.monotonic() > deadline:
-                    raise TimeoutError(f"another test run held {VENV} for {timeout:.0f} s")
+                    raise TimeoutError(f"another test run held {VENV} for {timeout:.0f} s") from err
                 time.sleep(1)
         try:
             yield
@@ -175,4 +175,4 @@ def install_book_package(dry_run: bool) -> list[dict]:
 if __name__ == "__main__":
     with locked():
         seconds = ensure_colab_venv()
-    print(f"{VENV}: ready ({'built in %.0f s' % seconds if seconds else 'cached'})")
+    print(f"{VENV}: ready ({f'built in {seconds:.0f} s' if seconds else 'cached'})")

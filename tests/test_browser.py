@@ -91,7 +91,8 @@ def test_page_is_self_contained_and_renders(server, browser, name):
         WebDriverWait(browser, 30).until(lambda d: d.execute_script(
             "return document.querySelectorAll('mjx-container svg').length > 0"))
         untypeset = browser.execute_script(
-            "return [...document.querySelectorAll('.math')].filter(e => !e.querySelector('mjx-container')).length")
+            "return [...document.querySelectorAll('.math')]"
+            ".filter(e => !e.querySelector('mjx-container')).length")
         assert untypeset == 0, f"{untypeset} math elements were not typeset"
     # figures below the fold load lazily: ask for all of them, then wait
     browser.execute_script("document.querySelectorAll('img[loading=lazy]').forEach(i => i.loading = 'eager')")
@@ -194,7 +195,8 @@ const done = arguments[arguments.length - 1];
     return false;
   };
   out.clipped = [];
-  for (const el of main.querySelectorAll('div.cell_output pre, .output pre, mjx-container[display], div.math')) {
+  const blocks = 'div.cell_output pre, .output pre, mjx-container[display], div.math';
+  for (const el of main.querySelectorAll(blocks)) {
     if (!el.offsetParent || getComputedStyle(el).display === 'inline') continue;  // hidden, or inline
     const parent = el.parentElement;
     const wider = el.scrollWidth > el.clientWidth + 1
@@ -225,8 +227,10 @@ const done = arguments[arguments.length - 1];
     const check = when => {
       const said = input.getAttribute('aria-valuetext');
       const shown = output ? output.textContent.trim() : null;
-      if (said === null || shown === null || said.trim() !== shown)
-        out.sliders.push(`${input.getAttribute('aria-label') || input.name} ${when}: aria-valuetext=${said} readout=${shown}`);
+      if (said === null || shown === null || said.trim() !== shown) {
+        const label = input.getAttribute('aria-label') || input.name;
+        out.sliders.push(`${label} ${when}: aria-valuetext=${said} readout=${shown}`);
+      }
     };
     check('at load');
     const before = input.value;
@@ -251,10 +255,12 @@ def measure(server, reader, name) -> dict:
     key = (width, name)
     if key not in _measured:
         driver.get(f"{server}/{name}.html")
-        WebDriverWait(driver, 30).until(lambda d: d.execute_script("return document.readyState") == "complete")
+        WebDriverWait(driver, 30).until(
+            lambda d: d.execute_script("return document.readyState") == "complete")
         if driver.execute_script("return document.querySelectorAll('.math').length") > 0:
             WebDriverWait(driver, 30).until(lambda d: d.execute_script(
-                "return [...document.querySelectorAll('.math')].every(e => e.querySelector('mjx-container'))"))
+                "return [...document.querySelectorAll('.math')]"
+                ".every(e => e.querySelector('mjx-container'))"))
         driver.set_script_timeout(120)
         result = driver.execute_async_script(MEASURE)
         assert "error" not in result, result
@@ -298,11 +304,13 @@ def test_static_figures_are_legible(server, reader, name):
     for figure in page["figures"]:
         assert figure["min"] is not None and figure["shown"] is not None, f"{name}: {figure}"
         if figure["panels"] >= 2:
-            assert figure["hasNarrow"], (f"{name}: a figure of {figure['panels']} panels side by side "
-                                         f"without a narrow rendering (use attention_core.book.viz.figure): {figure}")
+            assert figure["hasNarrow"], (
+                f"{name}: a figure of {figure['panels']} panels side by side without a narrow "
+                f"rendering (use attention_core.book.viz.figure): {figure}")
         phone = width < 600
         if phone and figure["hasNarrow"]:
-            assert figure["layout"] == "narrow", f"{name} at {width} px: the phone got the wide rendering: {figure}"
+            assert figure["layout"] == "narrow", (
+                f"{name} at {width} px: the phone got the wide rendering: {figure}")
         floor = SINGLE_PHONE_MIN_TEXT_PX if phone and not figure["hasNarrow"] else MIN_TEXT_PX
         assert figure["shown"] >= floor, (
             f"{name} at {width} px: figure text {figure['shown']:.1f} CSS px < {floor}: {figure}")

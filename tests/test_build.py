@@ -74,7 +74,8 @@ def build_tiny_book(tmp_path, markdown: str, code: str):
                                          nbformat.v4.new_code_cell(code)])
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(nb, book / "broken_chapter.ipynb")
-    config = (book / "_config.yml").read_text().replace("logo: ", "# logo: ").replace("favicon: ", "# favicon: ")
+    config = ((book / "_config.yml").read_text()
+              .replace("logo: ", "# logo: ").replace("favicon: ", "# favicon: "))
     (book / "_config.yml").write_text(config)
     result = subprocess.run([str(JB), "build", "--all", "-W", "-n", "--keep-going", str(book)],
                             capture_output=True, text=True, timeout=300)

@@ -217,15 +217,15 @@ def lab():
                JUPYTER_RUNTIME_DIR=str(home / "runtime"), IPYTHONDIR=str(home / "ipython"),
                JUPYTERLAB_SETTINGS_DIR=str(settings), JUPYTERLAB_WORKSPACES_DIR=str(home / "workspaces"))
     port = free_port()
-    log = open(home / "server.log", "w")
-    server = subprocess.Popen(
-        [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
-         "--allow-root",  # CI containers run as root
-         "--ServerApp.port_retries=0", "--IdentityProvider.token=", "--ServerApp.password=",
-         "--ServerApp.terminals_enabled=False", "--LabApp.extension_manager=readonly",
-         f"--ServerApp.root_dir={root}", "--LabApp.news_url=None",
-         "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
-        cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    with open(home / "server.log", "w") as log:  # the server writes to its own copy of the handle
+        server = subprocess.Popen(
+            [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
+             "--allow-root",  # CI containers run as root
+             "--ServerApp.port_retries=0", "--IdentityProvider.token=", "--ServerApp.password=",
+             "--ServerApp.terminals_enabled=False", "--LabApp.extension_manager=readonly",
+             f"--ServerApp.root_dir={root}", "--LabApp.news_url=None",
+             "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
+            cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
@@ -248,7 +248,6 @@ def lab():
             except subprocess.TimeoutExpired:
                 os.killpg(server.pid, signal.SIGKILL)
                 server.wait(timeout=10)
-        log.close()
         shutil.copy2(home / "server.log", LAB_LOG)
         print(f"[clients] jupyter lab log: {LAB_LOG}")
         shutil.rmtree(home, ignore_errors=True)
@@ -335,7 +334,8 @@ def test_jupyterlab_runs_the_chapter_and_the_explorer_responds(lab, lab_browser)
     timed("Run All Cells", start)
 
     errors = driver.execute_script("""
-        return [...document.querySelectorAll('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]')]
+        const stderr = '.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]';
+        return [...document.querySelectorAll(stderr)]
             .map(e => e.textContent).filter(t => /Traceback|Error/.test(t)).map(t => t.slice(0, 300));""")
     assert not errors, f"cells failed in JupyterLab: {errors}"
 

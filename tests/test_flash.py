@@ -15,7 +15,8 @@ def qkv(batch, L, S, E=8, Ev=6):
             torch.randn(*batch, S, Ev, dtype=torch.float64))
 
 
-@pytest.mark.parametrize("L,S,block_q,block_k", [(16, 16, 4, 4), (37, 23, 5, 7), (5, 40, 8, 3), (9, 9, 64, 64)])
+@pytest.mark.parametrize("L,S,block_q,block_k",
+                         [(16, 16, 4, 4), (37, 23, 5, 7), (5, 40, 8, 3), (9, 9, 64, 64)])
 @pytest.mark.parametrize("causal", [False, True])
 def test_equals_naive_attention(L, S, block_q, block_k, causal):
     q, k, v = qkv((2, 3), L, S)

@@ -73,7 +73,8 @@ def test_favor_estimates_the_softmax_kernel_without_bias(orthogonal):
     estimates = []
     for seed in range(300):
         W = random_features(64, E, orthogonal, seed, dtype=torch.float64)
-        phi = lambda x: torch.exp(W @ (x / E**0.25) - (x / E**0.25).square().sum() / 2) / math.sqrt(64)
+        phi = lambda x, W=W: (torch.exp(W @ (x / E**0.25) - (x / E**0.25).square().sum() / 2)
+                              / math.sqrt(64))
         estimates.append(phi(q) @ phi(k))
     exact = math.exp(q @ k / math.sqrt(E))
     assert torch.stack(estimates).mean().item() == pytest.approx(exact, rel=0.02)
@@ -86,8 +87,8 @@ def test_performer_attention_approaches_softmax_attention_as_features_grow():
     exact, _ = scaled_dot_product_attention(q, k, v)
 
     def error(m):
-        errs = [(linear_attention(q, k, v, performer_feature_map(m, 16, seed=s))[0] - exact).norm() / exact.norm()
-                for s in range(8)]
+        errs = [(linear_attention(q, k, v, performer_feature_map(m, 16, seed=s))[0] - exact).norm()
+                / exact.norm() for s in range(8)]
         return sum(errs) / len(errs)
 
     small, large = error(16), error(1024)
@@ -102,9 +103,11 @@ def test_performer_features_are_positive_and_check_their_dim():
 
 
 @pytest.mark.parametrize("call,message", [
-    (lambda: linear_attention(*qkv((), 4), feature_map="softmax"), "feature_map must be a callable or one of"),
+    (lambda: linear_attention(*qkv((), 4), feature_map="softmax"),
+     "feature_map must be a callable or one of"),
     (lambda: linear_attention(*qkv((), 4), chunk_size=0), "chunk_size must be >= 1, got 0"),
-    (lambda: linear_attention(*qkv((), 4, 6), is_causal=True), r"as many keys as queries, got query \(4, 8\) and key \(6, 8\)"),
+    (lambda: linear_attention(*qkv((), 4, 6), is_causal=True),
+     r"as many keys as queries, got query \(4, 8\) and key \(6, 8\)"),
     (lambda: random_features(0, 4), "num_features must be >= 1, got 0"),
     (lambda: performer_feature_map(8, 4, seed=-1), "seed must be >= 0, got -1"),
 ])
@@ -142,17 +145,23 @@ def test_projection_is_seeded_and_scaled():
 def test_linformer_error_falls_as_k_grows():
     q, k, v = qkv((), 256, E=16)
     dense, _ = scaled_dot_product_attention(q, k, v)
-    errors = [torch.stack([(linformer_attention(q, k, v, sequence_projection(m, 256, seed=s, dtype=torch.float64))[0]
-                            - dense).norm() / dense.norm() for s in range(4)]).mean() for m in (8, 64, 1024)]
+
+    def error(m, s):
+        P = sequence_projection(m, 256, seed=s, dtype=torch.float64)
+        return (linformer_attention(q, k, v, P)[0] - dense).norm() / dense.norm()
+
+    errors = [torch.stack([error(m, s) for s in range(4)]).mean() for m in (8, 64, 1024)]
     assert errors[0] > errors[1] > errors[2]
 
 
 @pytest.mark.parametrize("call,message", [
     (lambda: linformer_attention(*qkv((), 6), torch.eye(5, dtype=torch.float64)),
      r"key_projection must be an \(R, S=6\) projection, got \(5, 5\)"),
-    (lambda: linformer_attention(*qkv((), 6), torch.eye(6, dtype=torch.float64), torch.eye(5, dtype=torch.float64)),
+    (lambda: linformer_attention(*qkv((), 6), torch.eye(6, dtype=torch.float64),
+                                 torch.eye(5, dtype=torch.float64)),
      r"value_projection must be an \(R, S=6\) projection, got \(5, 5\)"),
-    (lambda: linformer_attention(*qkv((), 6), torch.ones(3, 6, dtype=torch.float64), torch.ones(2, 6, dtype=torch.float64)),
+    (lambda: linformer_attention(*qkv((), 6), torch.ones(3, 6, dtype=torch.float64),
+                                 torch.ones(2, 6, dtype=torch.float64)),
      r"the same R, got \(3, 6\) and \(2, 6\)"),
     (lambda: sequence_projection(0, 8), "proj_len must be >= 1, got 0"),
     (lambda: sequence_projection(4, 0), "seq_len must be >= 1, got 0"),
@@ -168,6 +177,7 @@ def test_pooling_projection_averages_segments():
     assert torch.equal(pooling_projection(5, 5), torch.eye(5))
     P = pooling_projection(3, 10)
     torch.testing.assert_close(P.sum(-1), torch.ones(3))
-    assert ((P > 0).sum(-1).tolist() == [3, 3, 4]) and torch.equal((P > 0).sum(0), torch.ones(10, dtype=torch.long))
+    assert ((P > 0).sum(-1).tolist() == [3, 3, 4]
+            and torch.equal((P > 0).sum(0), torch.ones(10, dtype=torch.long)))
     with pytest.raises(ValueError, match="seq_len must be >= 4, got 3"):
         pooling_projection(4, 3)

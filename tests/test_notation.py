@@ -22,7 +22,8 @@ are read the same way (``10000^{-2i/d_{\\text{model}}}`` uses ``i`` and ``d_{mod
 except ``^\\top`` and a one-capital label such as ``W^O``. Ignored: ``\\text{}``,
 ``\\operatorname{}``, lower-case ``\\mathrm{}``, ``\\mathbb{}`` (``\\mathbb{R}``,
 ``\\mathbb{E}``), function names (``softmax``, ``exp``, ``ln`` ...), digits, Euler's ``e``
-when raised to a power, big-O's ``O(`` (and ``\\Theta(``, ``\\Omega(``), and the index letters in ``INDEX_LETTERS``.
+when raised to a power, big-O's ``O(`` (and ``\\Theta(``, ``\\Omega(``), and the index letters
+in ``INDEX_LETTERS``.
 """
 
 from __future__ import annotations
@@ -204,11 +205,16 @@ def test_symbols_in_reads_formulas_as_documented():
     assert symbols_in(r"\mathrm{PE}_{p+\Delta} = R_\Delta \mathrm{PE}_p", keys) == [
         "PE", "p", "\\Delta", "R", "\\Delta", "PE", "p"]
     assert symbols_in(r"\operatorname{softmax}(QK^\top/\sqrt{d_k})\,V", keys) == ["Q", "K", "d_{k}", "V"]
-    assert symbols_in(r"W^O \in \mathbb{R}^{h d_v \times d_{\text{model}}}", keys) == ["W", "h", "d", "v", "d_{model}"]
-    assert symbols_in(r"\mathcal{H}_i = -\sum_j \alpha_{ij} \ln \alpha_{ij}", keys) == ["\\mathcal{H}", "\\alpha", "\\alpha"]
-    assert symbols_in(r"l' = l\,e^{m - m'} + \tilde m \text{ if } O(L^2)", keys) == ["l", "l", "m", "m", "m", "L"]
-    assert symbols_in(r"h / h_{kv},\ B_q \times B_k,\ P_K", keys) == ["h", "h_{kv}", "B_{q}", "B", "k", "P_{K}"]
-    assert symbols_in(r"\Theta\bigl(T^2 d^2 / M_{\text{sram}}\bigr) + \Theta_i", keys) == ["T", "d", "M", "\\Theta"]
+    assert symbols_in(r"W^O \in \mathbb{R}^{h d_v \times d_{\text{model}}}", keys) == [
+        "W", "h", "d", "v", "d_{model}"]
+    assert symbols_in(r"\mathcal{H}_i = -\sum_j \alpha_{ij} \ln \alpha_{ij}", keys) == [
+        "\\mathcal{H}", "\\alpha", "\\alpha"]
+    assert symbols_in(r"l' = l\,e^{m - m'} + \tilde m \text{ if } O(L^2)", keys) == [
+        "l", "l", "m", "m", "m", "L"]
+    assert symbols_in(r"h / h_{kv},\ B_q \times B_k,\ P_K", keys) == [
+        "h", "h_{kv}", "B_{q}", "B", "k", "P_{K}"]
+    assert symbols_in(r"\Theta\bigl(T^2 d^2 / M_{\text{sram}}\bigr) + \Theta_i", keys) == [
+        "T", "d", "M", "\\Theta"]
 
 
 # ---------------------------------------------------------------------------- notation.md
@@ -296,7 +302,9 @@ KEYS = {k for r in MATH for k in r.keys}
 
 
 def test_notation_md_has_both_tables():
-    assert len(MATH) > 20 and len(SHAPE) > 10, "notation.md: tables not found (header 'symbol | meaning | chapters | in code', 'letter | meaning | in math | in code')"
+    assert len(MATH) > 20 and len(SHAPE) > 10, (
+        "notation.md: tables not found (header 'symbol | meaning | chapters | in code', "
+        "'letter | meaning | in math | in code')")
     assert all(r.keys for r in MATH), [r.cells[0] for r in MATH if not r.keys]
 
 
@@ -418,7 +426,9 @@ def chapter_violations(path: Path) -> list[str]:
 @pytest.mark.parametrize("path", CHAPTER_FILES, ids=lambda p: p.stem)
 def test_chapter_uses_only_symbols_notation_md_defines_for_it(path):
     problems = chapter_violations(path)
-    assert not problems, f"{len(problems)} symbol(s) not in notation.md for chapter {chapter_number(path)}:\n" + "\n".join(problems)
+    assert not problems, (
+        f"{len(problems)} symbol(s) not in notation.md for chapter {chapter_number(path)}:\n"
+        + "\n".join(problems))
 
 
 def test_notation_md_lists_no_chapter_that_does_not_use_the_symbol():
@@ -434,7 +444,8 @@ def test_notation_md_lists_no_chapter_that_does_not_use_the_symbol():
 # ---------------------------------------------------------------------------- the package
 
 SHAPE_TUPLE = re.compile(r"(?<![\w)\]])\(([^()\n]*)\)")
-SHAPE_ELEMENT = re.compile(r"\s*(\.\.\.|[A-Za-z_][A-Za-z0-9_]*|\d+)(\s*[-+*/]\s*([A-Za-z_][A-Za-z0-9_]*|\d+))*\s*")
+SHAPE_ELEMENT = re.compile(r"\s*(\.\.\.|[A-Za-z_][A-Za-z0-9_]*|\d+)"
+                           r"(\s*[-+*/]\s*([A-Za-z_][A-Za-z0-9_]*|\d+))*\s*")
 LETTER = re.compile(r"\b[A-Z](?:[a-z]{1,2})?\b")
 
 
@@ -507,6 +518,7 @@ def test_package_shape_letters_are_in_notation_md():
             for letter, offset in shape_letters_at(text):
                 if letter not in letters:
                     where = line + text.count("\n", 0, offset)
+                    context = text.splitlines()[text.count("\n", 0, offset)].strip()[:90]
                     problems.append(f"{path.relative_to(ROOT)}:{where}: shape letter {letter} is not in "
-                                    f"notation.md ({text.splitlines()[text.count(chr(10), 0, offset)].strip()[:90]!r})")
+                                    f"notation.md ({context!r})")
     assert not problems, "\n".join(problems)

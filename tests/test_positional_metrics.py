@@ -45,7 +45,8 @@ def test_kv_cache_bytes_hand_computed():
     # Llama 2 7B: 32 layers, 32 kv heads of 128 dims, fp16: 0.5 MiB per token.
     assert kv_cache_bytes(32, 32, 128, 1) == 2 * 32 * 32 * 128 * 2 == 524288
     assert kv_cache_bytes(32, 32, 128, 4096) == 2 * 1024**3  # 2 GiB at 4k context
-    assert kv_cache_bytes(80, 8, 128, 4096, batch_size=2, bytes_per_element=4) == 2 * 80 * 8 * 128 * 4096 * 2 * 4
+    assert (kv_cache_bytes(80, 8, 128, 4096, batch_size=2, bytes_per_element=4)
+            == 2 * 80 * 8 * 128 * 4096 * 2 * 4)
 
 
 def test_sinusoidal_shift_is_a_fixed_rotation_for_every_position():

@@ -109,7 +109,8 @@ def test_bahdanau_uses_previous_state_and_luong_current_state():
     for kind in ("bahdanau", "luong"):
         model = Seq2Seq(kind, "dot", hidden_size=8, embed_dim=4)
         queries = []
-        model.score.register_forward_hook(lambda mod, args, out: queries.append(args[0].clone()))
+        model.score.register_forward_hook(
+            lambda mod, args, out, queries=queries: queries.append(args[0].clone()))
         batch = encode_batch(["a b c"])
         h, mask, s0 = model.encode(batch.src, batch.src_lengths)
         model(batch.src, batch.src_lengths, batch.tgt_in)

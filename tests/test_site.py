@@ -88,7 +88,8 @@ def test_figures_are_legible_on_a_desktop_and_a_phone(site, chapter):
 def test_no_progress_bar_text_in_a_page(site, chapter):
     text = (site / "chapters" / f"{chapter}.html").read_text()
     bars = re.findall(r".{0,40}(?:\d+/\d+ \[\d\d:\d\d(?:<|&lt;)|it/s[\],]).{0,20}", text)
-    assert not bars, f"progress-bar text in the page (training prints one summary line on the site): {bars[:3]}"
+    assert not bars, (
+        f"progress-bar text in the page (training prints one summary line on the site): {bars[:3]}")
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS)
@@ -212,8 +213,10 @@ def test_reference_pages_exist(site):
         assert must.lower() in text.lower(), f"{name}.html lacks {must!r}"
     api = BeautifulSoup((site / "api.html").read_text(), "html.parser")
     documented = {dt.get("id") for dt in api.select("dt[id]")}
-    for name in ("attention_core.nn.functional.scaled_dot_product_attention", "attention_core.nn.masks.causal_mask",
-                 "attention_core.nn.multihead.MultiHeadAttention", "attention_core.nn.flash.flash_attention",
+    for name in ("attention_core.nn.functional.scaled_dot_product_attention",
+                 "attention_core.nn.masks.causal_mask",
+                 "attention_core.nn.multihead.MultiHeadAttention",
+                 "attention_core.nn.flash.flash_attention",
                  "attention_core.book.exercises.check_softmax"):
         assert name in documented, name
 
@@ -223,7 +226,8 @@ def test_every_chapter_has_exercises_with_solutions(site, chapter):
     soup = BeautifulSoup((site / "chapters" / f"{chapter}.html").read_text(), "html.parser")
     exercises = soup.select(".exercise")
     assert len(exercises) >= 3, f"{chapter}: {len(exercises)} exercises"
-    assert len(soup.select(".solution.dropdown")) == len(exercises), "one solution per exercise, in a dropdown"
+    assert len(soup.select(".solution.dropdown")) == len(exercises), (
+        "one solution per exercise, in a dropdown")
     titles = " ".join(e.get_text() for e in exercises)
     assert "By hand" in titles and "Implement" in titles and "Investigate" in titles
 
