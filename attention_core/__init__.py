@@ -1,7 +1,10 @@
 """attention_core: the attention mechanisms of the book, small, tested, and readable.
 
-Every chapter imports from here; ``attention_core.book.viz`` draws and
-``attention_core.book.explorers`` wires controls to both.
+Three layers, one folder each, imported one way: :mod:`attention_core.nn` is the maths
+(PyTorch only), whose public names are re-exported here (``ac.MultiHeadAttention``);
+:mod:`attention_core.models` builds models, tasks, training and the chapters' experiments on
+it; :mod:`attention_core.book` draws figures, runs explorers and checks exercises. Importing
+this package loads torch and numpy only.
 """
 
 from .nn.attention_functions import ATTENTION_FUNCTIONS

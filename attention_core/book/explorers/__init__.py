@@ -11,21 +11,21 @@ on the website.
 """
 
 from .chapters import (
-                       SPARSE_PATTERNS,
-                       AlignmentExplorer,
-                       alignment_explorer,
-                       basics_explorer,
-                       block_explorer,
-                       heads_explorer,
-                       kv_memory_explorer,
-                       kv_sharing_explorer,
-                       masking_explorer,
-                       positional_explorer,
-                       pretrained_explorer,
-                       scaling_explorer,
-                       self_attention_explorer,
-                       sparse_mask_explorer,
-                       tiling_explorer,
+    SPARSE_PATTERNS,
+    AlignmentExplorer,
+    alignment_explorer,
+    basics_explorer,
+    block_explorer,
+    heads_explorer,
+    kv_memory_explorer,
+    kv_sharing_explorer,
+    masking_explorer,
+    positional_explorer,
+    pretrained_explorer,
+    scaling_explorer,
+    self_attention_explorer,
+    sparse_mask_explorer,
+    tiling_explorer,
 )
 from .engine import Explorer
 

@@ -17,15 +17,15 @@ Importing it gives, on the website, every matplotlib figure a measured ``text/ht
 from .diagrams import BLOCK_KINDS, block_diagram, decoder_flow, head_sharing_diagram
 from .figures import figure, install_website_figures
 from .plots import (
-                    all_heads_grid,
-                    color,
-                    encoding_heatmap,
-                    entropy_bars,
-                    head_grid,
-                    heatmap,
-                    layer_head_map,
-                    mask_plot,
-                    set_token_ticks,
+    all_heads_grid,
+    color,
+    encoding_heatmap,
+    entropy_bars,
+    head_grid,
+    heatmap,
+    layer_head_map,
+    mask_plot,
+    set_token_ticks,
 )
 
 install_website_figures()  # on the website, every figure's text and panels are measured
