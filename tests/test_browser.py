@@ -163,7 +163,7 @@ const done = arguments[arguments.length - 1];
             shown: img.naturalWidth ? min * img.clientWidth / img.naturalWidth : null,
             natural: img.naturalWidth, client: img.clientWidth};
   });
-  // (a') static figures (attention_core.book.static_figure): the rendering the browser picked,
+  // (a') static figures (attention_core.book.viz.figures): the rendering the browser picked,
   // its smallest text in CSS px as shown, and how many panels it puts side by side
   const figs = [...document.querySelectorAll('.ac-figure img')];
   for (const img of figs) {

@@ -24,6 +24,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 import attention_core as ac
+from attention_core.models.tiny_transformer import TinyTransformer
 from attention_core.nn import flash, heads, kv_cache, masks, multihead, positional, sparse
 from attention_core.nn import linear_attention as linear
 
@@ -322,17 +323,9 @@ def test_from_torch_and_mean_pool_keep_the_device_and_dtype():
         assert p.device == META and p.dtype == torch.float64
 
 
-def _tiny_transformer():
-    try:
-        from attention_core.models.tiny_transformer import TinyTransformer
-    except ImportError:
-        from attention_core.models.toy_tasks import TinyTransformer
-    return TinyTransformer
-
-
 @pytest.mark.parametrize("positional_kind", ["learned", "sinusoidal", "rope", "alibi", "none"])
 def test_tiny_transformer_runs_on_meta(positional_kind):
-    model = _tiny_transformer()(12, 8, 16, 2, positional=positional_kind).to("meta")
+    model = TinyTransformer(12, 8, 16, 2, positional=positional_kind).to("meta")
     x = torch.randint(1, 12, (3, 8), device="meta")
     logits, weights = run_on(META, model, x)
     assert logits.shape[:2] == (3, 8) and weights[0].shape == (3, 2, 8, 8)
@@ -522,7 +515,7 @@ def test_models_run_on_cuda():
     assert len(model.translate(["a b c"])[0]) <= 4  # greedy decoding on the GPU
     assert 0.0 <= seq2seq.alignment_accuracy(model, ["a b c", "d e"]) <= 1.0
     for kind in ("learned", "sinusoidal", "rope", "alibi"):
-        tiny = _tiny_transformer()(12, 8, 16, 2, positional=kind).cuda()
+        tiny = TinyTransformer(12, 8, 16, 2, positional=kind).cuda()
         logits, _ = run_on(torch.device("cuda", torch.cuda.current_device()), tiny,
                            torch.randint(1, 12, (3, 8), device="cuda"))
         assert torch.isfinite(logits).all()

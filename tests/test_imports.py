@@ -3,6 +3,8 @@ import contracts in pyproject.toml (import-linter, by layer) hold, no module imp
 itself through a cycle, and no import hides inside a function."""
 
 import ast
+import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -10,7 +12,8 @@ from pathlib import Path
 import grimp
 import pytest
 
-from conftest import ROOT
+import attention_core
+from conftest import CHAPTERS, ROOT
 
 BOOK_LIBRARIES = ("matplotlib", "ipywidgets", "IPython", "PIL", "seaborn")
 PACKAGE = ROOT / "attention_core"
@@ -126,3 +129,60 @@ def test_no_import_inside_a_function(layer):
     files = sorted((PACKAGE / layer).rglob("*.py"))
     assert files
     assert [hit for path in files for hit in _function_imports(path)] == []
+
+
+def _chapters_named(path: Path) -> set[int] | None:
+    """The chapters a module's docstring opens with (``Chapter 4 (and 9):``, ``Chapters 1,
+    3-6 and 12:``), or None for ``Every chapter``; raises if it opens with neither."""
+    first = ast.get_docstring(ast.parse(path.read_text()), clean=False) or ""
+    head = first.split(":", 1)[0]
+    if head.startswith("Every chapter"):
+        return None
+    assert re.fullmatch(r"Chapters? [\d ,()and-]+", head), f"{path.relative_to(ROOT)} opens with {head!r}"
+    numbers = set()
+    for a, b in re.findall(r"(\d+)(?:-(\d+))?", head):
+        numbers |= set(range(int(a), int(b or a) + 1))
+    return numbers
+
+
+def _modules_used(notebook: Path) -> set[str]:
+    """The package modules a chapter's code uses: those it imports from, and those that
+    define the ``ac.X`` names it calls (``"nn.masks"``, ``"models.training"``...)."""
+    code = "\n".join("".join(cell["source"]) for cell in json.loads(notebook.read_text())["cells"]
+                     if cell["cell_type"] == "code")
+    used = set(re.findall(r"attention_core\.((?:nn|models)\.\w+)", code))
+    for package, names in re.findall(r"from attention_core\.(nn|models) import ([\w, ]+)", code):
+        used |= {f"{package}.{name.split(' as ')[0].strip()}" for name in names.split(",")}
+    names = set(re.findall(r"\bac\.(\w+)", code))
+    for line in re.findall(r"from attention_core import ([\w, ]+)", code):
+        names |= {name.strip() for name in line.split(",")}
+    for name in names:
+        module = getattr(attention_core, name).__module__ if name != "ATTENTION_FUNCTIONS" \
+            else "attention_core.nn.attention_functions"
+        used.add(module.removeprefix("attention_core."))
+    return used
+
+
+def test_every_module_opens_with_the_chapters_that_use_it():
+    """Like d2l's "Defined in file: ...": a module names the chapters that teach it, and
+    a chapter that uses a module of the maths or the models is among them."""
+    named = {".".join(p.relative_to(PACKAGE).with_suffix("").parts): _chapters_named(p)
+             for p in sorted(PACKAGE.rglob("*.py")) if p.parent != PACKAGE}
+    missing = []
+    for notebook in sorted((ROOT / "chapters").glob("*.ipynb")):
+        chapter = int(notebook.name[:2])
+        for module in sorted(_modules_used(notebook)):
+            if named[module] is not None and chapter not in named[module]:
+                missing.append(f"{module} is used by chapter {chapter}")
+    assert missing == []
+
+
+def test_the_api_page_lists_each_chapters_modules():
+    """api.md's chapter-to-modules table lists exactly the modules each chapter uses."""
+    rows = re.findall(r"^\| (\d+)\. [^|]+\| ([^|]+) \| ([^|]+) \|$", (ROOT / "api.md").read_text(), re.M)
+    assert len(rows) == len(CHAPTERS)
+    for number, maths, models in rows:
+        listed = {f"nn.{m}" for m in re.findall(r"`(\w+)`", maths)}
+        listed |= {f"models.{m}" for m in re.findall(r"`(\w+)`", models)}
+        notebook = next((ROOT / "chapters").glob(f"{int(number):02d}_*.ipynb"))
+        assert listed == _modules_used(notebook), f"chapter {number}"

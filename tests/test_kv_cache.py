@@ -129,6 +129,12 @@ def test_every_cache_follows_the_cache_protocol():
         assert isinstance(cache, Cache)
     for cache in [*head_caches, LatentKVCache(1, 8, 2, 5), PagedKVCache(4, 2, 2, 4)]:
         assert cache.length == 0 and cache.nbytes() == 0  # a new cache is empty
+    # each implements the interface itself (isinstance only checks that the names exist)
+    for cls, members in ((KVCache, ("nbytes", "reset", "append")),
+                         (RollingKVCache, ("nbytes", "reset", "append")),
+                         (LatentKVCache, ("nbytes", "reset")), (PagedKVCache, ("nbytes", "reset"))):
+        for name in members:
+            assert getattr(cls, name) is not getattr(HeadCache, name), f"{cls.__name__}.{name}"
     assert not isinstance(object(), Cache) and not isinstance(torch.zeros(1), Cache)
 
 

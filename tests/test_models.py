@@ -1,7 +1,6 @@
 """The models of attention_core.models.tiny_transformer and the loop of attention_core.models.training."""
 
 import ast
-import re
 from functools import partial
 from pathlib import Path
 
@@ -119,13 +118,6 @@ def test_maths_modules_import_no_models_training_or_tasks():
             elif isinstance(node, ast.Import):
                 imported |= {alias.name.split(".")[-1] for alias in node.names}
         assert not imported & forbidden, f"{name}.py imports {sorted(imported & forbidden)}"
-
-
-def test_every_maths_module_opens_with_the_chapters_it_serves():
-    """Like d2l's "Defined in file: ...": a reader of the code learns where it is taught."""
-    opening = re.compile(r'"""(Chapters? \d+( \(and (\d+, )*\d+\))?|Every chapter): ')
-    for path in sorted((Path(__file__).resolve().parent.parent / "attention_core" / "nn").glob("*.py")):
-        assert opening.match(path.read_text()), f"{path.name} does not open with its chapter(s)"
 
 
 def test_block_parameters_are_those_of_its_parts():

@@ -210,3 +210,14 @@ def test_bad_attention_is_named():
         MultiHeadAttention(8, 2, dropout=0.1, attention="flash")
     with pytest.raises(TypeError):
         MultiHeadAttention(8, 2, None, True, 0.0, False, 10000.0, None, None, "flash")  # keyword-only
+
+
+def test_kernels_that_cannot_serve_the_layer_or_the_call_are_named():
+    with pytest.raises(ValueError, match="attention='lsh' needs key to be query"):
+        MultiHeadAttention(16, 4, attention="lsh")
+    linear = MultiHeadAttention(16, 4, attention="linear")
+    x = torch.randn(2, 5, 16)
+    out, weights = linear(x, is_causal=True)  # what linear attention takes works
+    assert out.shape == (2, 5, 16) and weights is None
+    with pytest.raises(ValueError, match="attention='linear' takes no attn_mask"):
+        linear(x, attn_mask=torch.ones(5, 5, dtype=torch.bool))

@@ -1,6 +1,7 @@
 """Invariants that hold for every input, checked with hypothesis."""
 
 import math
+from functools import partial
 
 import torch
 from hypothesis import given, settings
@@ -8,10 +9,12 @@ from hypothesis import strategies as st
 from torch.testing import assert_close
 
 from attention_core import (
+    ATTENTION_FUNCTIONS,
     MultiHeadAttention,
     attention_entropy,
     causal_mask,
     scaled_dot_product_attention,
+    sliding_window_mask,
     softmax,
 )
 
@@ -72,18 +75,22 @@ def test_gqa_head_mapping(H, kv_index, seed):
 
 
 @given(H=st.sampled_from([1, 2, 4]), kv_index=st.integers(0, 2), L=dims, causal=st.booleans(),
-       seed=st.integers(0, 2**16))
-def test_every_exact_kernel_gives_the_layer_the_same_output(H, kv_index, L, causal, seed):
+       window=st.integers(1, 8), seed=st.integers(0, 2**16))
+def test_every_exact_kernel_gives_the_layer_the_same_output(H, kv_index, L, causal, window, seed):
     """MultiHeadAttention(attention=...) with the tiled kernel equals the eager layer of the
-    same weights, for MHA, GQA and MQA, any length, causal or not."""
+    same weights, and with the banded kernel equals the eager layer under the band's mask,
+    for MHA, GQA and MQA, any length and window, causal or not."""
     divisors = [d for d in (1, 2, 4) if H % d == 0]
     Hkv = divisors[kv_index % len(divisors)]
     torch.manual_seed(seed)
     eager = MultiHeadAttention(H * 2, H, num_kv_heads=Hkv).double()
-    flash = MultiHeadAttention(H * 2, H, num_kv_heads=Hkv, attention="flash").double()
-    flash.load_state_dict(eager.state_dict())
+    band = partial(ATTENTION_FUNCTIONS["sliding_window"], window=window)
     x = torch.randn(2, L, H * 2, dtype=torch.float64)
-    assert_close(flash(x, is_causal=causal)[0], eager(x, is_causal=causal)[0])
+    for attention, mask in (("flash", None), (band, sliding_window_mask(L, window, causal=causal))):
+        layer = MultiHeadAttention(H * 2, H, num_kv_heads=Hkv, attention=attention).double()
+        layer.load_state_dict(eager.state_dict())
+        expected = eager(x, attn_mask=mask, is_causal=causal and mask is None)[0]
+        assert_close(layer(x, is_causal=causal)[0], expected)
 
 
 @given(n=st.integers(1, 64))

@@ -1,4 +1,4 @@
-"""The book's machinery, for every chapter: the rendering base
+"""Every chapter: the book's machinery. The rendering base
 (:mod:`~attention_core.book.render`), figures (:mod:`~attention_core.book.viz`), explorers
 (:mod:`~attention_core.book.explorers`), the exercises' checkers
 (:mod:`~attention_core.book.exercises`) and the helpers a page calls

@@ -1,4 +1,4 @@
-"""Checkers for the "implement" exercises of every chapter (1 to 13), one ``check_*`` each.
+"""Every chapter: checkers for the "implement" exercises, one ``check_*`` each.
 
 Each ``check_*`` runs a student's function on several cases and compares it with the
 package's reference. On a mismatch it names the case, the input shapes, what was

@@ -1,4 +1,4 @@
-"""Small helpers for the book's pages, for every chapter: show the package's own code
+"""Every chapter: small helpers for the book's pages. Show the package's own code
 instead of re-typing it, and hand a computed number to the prose."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The rendering base, for every chapter: how the book makes a figure, draws it and
+"""Every chapter: the rendering base, how the book makes a figure, draws it and
 encodes it, written once for the static figures (:mod:`~attention_core.book.viz.figures`)
 and the explorers (:mod:`~attention_core.book.explorers`).
 
@@ -48,7 +48,7 @@ LAYOUT_STYLE = {
 """The dpi, figure width (inches) and rcParams a figure draws under, for each layout."""
 
 FIGSIZE = (7.2, 3.4)
-"""The default size of a wide figure in inches (7.2 wide: 720 px at the wide dpi)."""
+"""The default size of a wide figure in inches; 7.2 inches make 720 px at the wide dpi."""
 
 
 # --- layouts ----------------------------------------------------------------------------
@@ -84,6 +84,7 @@ class TextRecordingCanvas(FigureCanvasAgg):
     the figure's dpi (``points * dpi / 72``, tick labels included)."""
 
     text_px = math.inf
+    """The size of the smallest text drawn so far, in px at the figure's dpi."""
 
     def get_renderer(self, *args, **kwargs):
         renderer = super().get_renderer(*args, **kwargs)

@@ -1,4 +1,4 @@
-"""Models, tasks and experiments built on :mod:`attention_core.nn`: the tiny transformers
+"""Every chapter: models, tasks and experiments built on :mod:`attention_core.nn`: the tiny transformers
 the chapters train, the one training loop, synthetic tasks, chapter 7's encoder-decoder,
 chapter 13's pretrained encoder, reading a trained model's heads, measuring time and
 memory, and each chapter's experiments.

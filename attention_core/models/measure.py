@@ -1,5 +1,6 @@
-"""Chapters 8, 9 and 11 (and the benchmarks): measuring time and memory on this machine,
-the same way in chapters and benchmarks; chapters 6, 7 and 10 train under :func:`one_thread`.
+"""Chapters 3, 8, 9 and 11: measuring time and memory on this machine, the same way in
+the chapters and in the benchmarks; every chapter that trains does so under
+:func:`one_thread`.
 
 Times are medians of repeats (robust to the odd slow run); memory is the peak growth of
 the process's resident memory while a call runs, sampled from ``/proc`` (Linux).

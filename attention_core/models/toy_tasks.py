@@ -82,7 +82,8 @@ def train_reverse_and_shift(num_heads: int = 2, seq_len: int = 8, vocab_size: in
                             steps: int = 400, batch_size: int = 128, embed_dim: int = 64,
                             lr: float = 3e-3, seed: int = 0, progress: bool = True,
                             model: TinyTransformer | None = None, num_kv_heads: int | None = None):
-    """Train a :class:`~attention_core.models.TinyTransformer` on :func:`reverse_and_shift_batch`, seeded.
+    """Train a :class:`~attention_core.models.tiny_transformer.TinyTransformer` on
+    :func:`reverse_and_shift_batch`, seeded.
 
     Pass ``model`` to continue training one (e.g. uptraining after a conversion).
     Returns ``(model, losses)``; the model is in eval mode.

@@ -98,7 +98,8 @@ class TransformerBlock(nn.Module):
     ``nn.TransformerEncoderLayer``. ``num_kv_heads`` (GQA/MQA), ``rope`` and ``attention``
     (the kernel, a name of :data:`~attention_core.nn.attention_functions.ATTENTION_FUNCTIONS`)
     go to :class:`~attention_core.nn.multihead.MultiHeadAttention`; ``layer_norm_eps`` to
-    both LayerNorms (BERT uses 1e-12).
+    both LayerNorms (BERT uses 1e-12). Since ``dropout`` drops attention weights too, a
+    kernel that forms none (``"flash"``, ``"sliding_window"``) trains with ``dropout=0``.
     """
 
     def __init__(self, embed_dim: int, num_heads: int, ff_dim: int, dropout: float = 0.0,

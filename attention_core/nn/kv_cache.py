@@ -31,7 +31,7 @@ class Cache(Protocol):
     counts. ``isinstance(x, Cache)`` checks that the names are there, not their types."""
 
     length: int
-    """Tokens the cache has taken in (for one sequence, or all of them: see the cache)."""
+    """Tokens the cache has taken in; each cache says whether per sequence or in all."""
 
     def nbytes(self) -> int:
         """Bytes of the keys and values (or latents) held now."""

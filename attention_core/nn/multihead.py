@@ -28,20 +28,25 @@ def _attention_kernel(attention: str | AttentionFunction) -> AttentionFunction:
     """The kernel ``MultiHeadAttention(attention=...)`` attends with.
 
     A name of :data:`~attention_core.nn.attention_functions.ATTENTION_FUNCTIONS` gives its
-    kernel, except ``"eager"``, which gives
-    :func:`~attention_core.nn.heads.grouped_query_attention` (scaled dot-product attention
-    that reads each key/value head once per group). A kernel of the dict, or a
-    ``functools.partial`` of one with options fixed, is returned as it is.
+    kernel, except ``"eager"``, which gives the dict's ``"grouped_query"``
+    (:func:`~attention_core.nn.heads.grouped_query_attention`: scaled dot-product attention
+    that reads each key/value head once per group, so the layer keeps it for MHA, GQA and
+    MQA alike). A kernel of the dict, or a ``functools.partial`` of one with options fixed,
+    is returned as it is. ``"lsh"`` is refused: Reformer's keys are its queries, which two
+    projections never give.
     """
     if isinstance(attention, str):
         if attention not in ATTENTION_FUNCTIONS:
             raise ValueError(f"attention must be one of {sorted(ATTENTION_FUNCTIONS)} (the names of "
                              f"ATTENTION_FUNCTIONS), got {attention!r}")
-        return grouped_query_attention if attention == "eager" else ATTENTION_FUNCTIONS[attention]
+        attention = ATTENTION_FUNCTIONS["grouped_query" if attention == "eager" else attention]
     kernel = attention.func if isinstance(attention, functools.partial) else attention
     if not any(kernel is fn for fn in ATTENTION_FUNCTIONS.values()):
         raise TypeError(f"attention must be a name in {sorted(ATTENTION_FUNCTIONS)}, a kernel of "
                         f"ATTENTION_FUNCTIONS or a functools.partial of one, got {attention!r}")
+    if kernel is ATTENTION_FUNCTIONS["lsh"]:  # Reformer's keys are its queries; W_q and W_k differ
+        raise ValueError("attention='lsh' needs key to be query (Reformer shares them), which "
+                         "MultiHeadAttention's separate W_q and W_k never give")
     return attention
 
 
@@ -68,7 +73,9 @@ class MultiHeadAttention(nn.Module):
     heads repeated to ``num_heads`` (:func:`~attention_core.nn.heads.repeat_kv`) and only
     the options a call uses (``attn_mask`` when given, ``is_causal`` when True,
     ``dropout_p`` when training with ``dropout > 0``); a kernel that forms no weights
-    makes ``forward`` return ``None`` for them.
+    makes ``forward`` return ``None`` for them. A kernel without an option a call needs
+    raises a ``ValueError`` naming it (``"linear"`` takes no ``attn_mask``); a banded
+    kernel aligns its band to square attention, so decode with a cache under ``"eager"``.
     """
 
     def __init__(self, embed_dim: int, num_heads: int, num_kv_heads: int | None = None,
@@ -200,6 +207,10 @@ class MultiHeadAttention(nn.Module):
             options["is_causal"] = True
         if dropout_p > 0:
             options["dropout_p"] = dropout_p
+        unknown = sorted(set(options) - set(inspect.signature(self.attention_fn).parameters))
+        if unknown:
+            raise ValueError(f"attention={self.attention!r} takes no {', '.join(unknown)}; "
+                             f"use attention='eager' for this call")
         G = self.num_heads // self.num_kv_heads
         return self.attention_fn(q, repeat_kv(k, G), repeat_kv(v, G), **options)  # kv: (B, H, S, E)
 

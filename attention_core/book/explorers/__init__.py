@@ -1,4 +1,4 @@
-"""Explorers, for every chapter: a figure driven by controls, live in a kernel and alive
+"""Every chapter: explorers, a figure driven by controls, live in a kernel and alive
 on the website.
 
 * :mod:`~attention_core.book.explorers.engine`:

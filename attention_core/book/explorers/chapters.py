@@ -1,4 +1,4 @@
-"""The book's explorers, for every chapter: one per chapter, each docstring naming its
+"""Every chapter: the book's explorers, one per chapter, each docstring naming its
 chapter. Each is a ``compute`` (the maths, from :mod:`attention_core.nn` and
 :mod:`attention_core.models`), a panel from :mod:`attention_core.book.viz.panels` (the
 drawing) and its controls; :class:`~attention_core.book.explorers.engine.Explorer` does

@@ -1,4 +1,4 @@
-"""The explorer engine, for every chapter's explorer: a figure, the controls that drive
+"""Every chapter: the explorer engine, a figure, the controls that drive
 it, and its current state.
 
 An explorer is three small things:
@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import inspect
 import math
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, Callable  # noqa: UP035 (Sphinx resolves typing.Callable in the Draw alias)
 
 from ...models.site_build import building_website
 from ..render import FIGSIZE, LAYOUT_STYLE, draw_layout, is_narrow, layout_figsizes, layout_rc, png_bytes

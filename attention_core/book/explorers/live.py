@@ -1,4 +1,4 @@
-"""The live view of every chapter's explorer: ipywidgets sliders over the image of its
+"""Every chapter: the live view of an explorer, ipywidgets sliders over the image of its
 figure.
 
 Works with ipywidgets 7.7+ (Colab, classic Notebook) and 8.x (JupyterLab 4,

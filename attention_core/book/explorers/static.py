@@ -1,4 +1,4 @@
-"""The static view of every chapter's explorer, for the website: every combination of
+"""Every chapter: the static view of an explorer, for the website. Every combination of
 control values rendered once at build time in two layouts (``wide`` for a desktop,
 ``narrow`` for a phone), range inputs, and a small player script (``player.js``, shipped
 with the package) that picks the layout by the explorer's width and swaps the frames. No

@@ -1,4 +1,4 @@
-"""Figures of attention, for every chapter: what a chapter calls as ``viz.X`` after
+"""Every chapter: figures of attention, what a chapter calls as ``viz.X`` after
 ``from attention_core.book import viz``.
 
 * :mod:`~attention_core.book.viz.plots`: heatmaps, per-head grids, entropy bars, masks,

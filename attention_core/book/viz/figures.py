@@ -1,4 +1,4 @@
-"""Static figures that read well on a desktop and on a phone, for every chapter.
+"""Every chapter: static figures that read well on a desktop and on a phone.
 
 A chapter figure of several panels side by side is drawn for a desktop's content column
 (about 730 CSS px); a phone shows it at about 358 px, where its text would shrink to 4-6

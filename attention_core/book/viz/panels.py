@@ -1,4 +1,4 @@
-"""The explorers' figures, for every chapter: one panel per explorer of
+"""Every chapter: the explorers' figures, one panel per explorer of
 :mod:`~attention_core.book.explorers.chapters`, which drives them.
 
 Each panel draws its fixed parts onto a figure once and returns ``update(...)``, which

@@ -1,4 +1,4 @@
-"""Plots of attention, for every chapter: heatmaps of weights, per-head grids, entropy
+"""Every chapter: plots of attention, heatmaps of weights, per-head grids, entropy
 bars, masks, position encodings, and a pretrained model's layers and heads (chapter 13).
 
 Every function draws onto an ``Axes`` (made if not given) and returns the artist a
