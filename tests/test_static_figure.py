@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attention_core.book import viz
+from attention_core.book import render, viz
 from attention_core.book.viz import figures
 from attention_core.models.site_build import WEBSITE_BUILD_ENV
 
@@ -148,3 +148,14 @@ def test_block_diagram_draws_each_sublayer_once_with_its_residual_add(kind):
 def test_block_diagram_names_an_unknown_kind():
     with pytest.raises(ValueError, match="kind"):
         viz.block_diagram("encoder-decoder")
+
+
+def test_layouts_are_checked_by_name():
+    assert render.is_narrow("narrow") and not render.is_narrow("wide")
+    for bad in ("tall", "Narrow", None):
+        with pytest.raises(ValueError, match="layout must be one of"):
+            render.check_layout(bad)
+        with pytest.raises(ValueError, match="layout must be one of"):
+            render.is_narrow(bad)
+    with pytest.raises(ValueError, match="layout must be one of"):
+        viz.figure(lambda fig, layout: None).render("tall")

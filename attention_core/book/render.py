@@ -53,17 +53,22 @@ FIGSIZE = (7.2, 3.4)
 
 # --- layouts ----------------------------------------------------------------------------
 
-def is_narrow(layout: str) -> bool:
-    """Whether ``layout`` is the narrow (phone) layout; a name not in :data:`LAYOUTS`
-    raises ``ValueError``."""
+def check_layout(layout: str) -> None:
+    """Raise ``ValueError`` unless ``layout`` is one of :data:`LAYOUTS`."""
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+
+
+def is_narrow(layout: str) -> bool:
+    """Whether ``layout`` is the narrow (phone) layout (checked by :func:`check_layout`)."""
+    check_layout(layout)
     return layout == "narrow"
 
 
 def layout_rc(layout: str):
     """A context in which matplotlib draws under the rcParams of ``layout`` (text made
     inside it, ticks included, gets the layout's sizes)."""
+    check_layout(layout)
     return matplotlib.rc_context(LAYOUT_STYLE[layout]["rc"])
 
 
@@ -127,7 +132,7 @@ def draw_layout(draw: Callable, layout: str, figsize, dpi: float | None = None) 
     """A new figure of ``layout`` (``figsize`` inches at ``dpi``, default the layout's)
     with ``draw`` called on it under the layout's rcParams: ``(figure, what draw
     returned)``."""
-    is_narrow(layout)  # raises on an unknown layout
+    check_layout(layout)
     with layout_rc(layout):
         figure = new_figure(figsize, dpi or LAYOUT_STYLE[layout]["dpi"])
         return figure, call_draw(draw, figure, layout)

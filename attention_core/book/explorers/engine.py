@@ -32,7 +32,15 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Callable  # noqa: UP035 (Sphinx resolves typing.Callable in the Draw alias)
 
 from ...models.site_build import building_website
-from ..render import FIGSIZE, LAYOUT_STYLE, draw_layout, is_narrow, layout_figsizes, layout_rc, png_bytes
+from ..render import (
+    FIGSIZE,
+    LAYOUT_STYLE,
+    check_layout,
+    draw_layout,
+    layout_figsizes,
+    layout_rc,
+    png_bytes,
+)
 from .live import widget_view, widget_view_mimebundle
 from .static import snapshot_html, static_html
 
@@ -187,7 +195,7 @@ class Explorer:
     def layout(self, name: str) -> Layout:
         """The figure of layout ``name`` (``"wide"`` or ``"narrow"``), made on first use
         and laid out at the current values."""
-        is_narrow(name)  # raises on an unknown layout
+        check_layout(name)
         if name not in self._layouts:
             layout = Layout(self.draw, name, self.figsizes[name], self.dpi if name == "wide" else None)
             layout.show(self.compute(**self.values))

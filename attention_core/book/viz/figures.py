@@ -35,7 +35,16 @@ from IPython.display import display
 from matplotlib.figure import Figure
 
 from ...models.site_build import building_website
-from ..render import FIGSIZE, LAYOUTS, data_uri, draw_layout, is_narrow, layout_figsizes, layout_rc, save_png
+from ..render import (
+    FIGSIZE,
+    LAYOUTS,
+    check_layout,
+    data_uri,
+    draw_layout,
+    layout_figsizes,
+    layout_rc,
+    save_png,
+)
 
 NARROW_MEDIA = "(max-width: 600px)"
 """Viewports where the narrow rendering is shown (the site's phone breakpoint)."""
@@ -104,7 +113,7 @@ class StaticFigure:
     def layout(self, name: str) -> Figure:
         """The matplotlib ``Figure`` of layout ``name``, drawn on first use under the
         layout's dpi and rcParams."""
-        is_narrow(name)  # raises on an unknown layout
+        check_layout(name)
         if name not in self._figures:
             fig, _ = draw_layout(self.draw, name, self.figsizes[name])
             with layout_rc(name):

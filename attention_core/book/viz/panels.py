@@ -25,7 +25,7 @@ from matplotlib.ticker import MaxNLocator
 
 from ...nn.functional import softmax
 from ...nn.metrics import attention_entropy
-from ..render import is_narrow
+from ..render import check_layout, is_narrow
 from .diagrams import head_sharing_diagram
 from .plots import CMAP, color, encoding_heatmap, entropy_bars, heatmap, mask_plot, set_token_ticks, to_numpy
 
@@ -342,7 +342,7 @@ def alignment_panel(fig, max_source: int, layout: str = "wide"):
 
     Returns ``update(weights (T_out, T_src), output_words, source_words, title)``.
     """
-    is_narrow(layout)  # raises on an unknown layout
+    check_layout(layout)
     ax = fig.subplots()
     image = heatmap(np.zeros((max_source + 1, max_source)), ax=ax, colorbar=True)
 
