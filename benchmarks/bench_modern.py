@@ -5,8 +5,6 @@ an MHA cache of the same heads."""
 
 from __future__ import annotations
 
-import statistics
-import time
 from functools import partial
 
 import torch
@@ -28,31 +26,20 @@ def delta_rule(B=1, H=4, T=2048, D=64, chunk=64) -> dict:
             "speedup": seconds["recurrent"] / seconds["chunked"]}
 
 
-def decode_seconds(mla, cache, prompt, x, absorb, repeats=5) -> float:
-    """Median seconds of one decoding step over a cache holding ``prompt`` (latents and
-    rotary keys): before each step, untimed, the cache is reset and refilled, so every
-    step decodes the same next token over the same cache."""
-    times = []
-    for _ in range(repeats + 1):  # the first is a warm-up
-        cache.reset()
-        cache.append(*prompt)
-        start = time.perf_counter()
-        mla(x, kv_cache=cache, absorb=absorb)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times[1:])
-
-
 def mla_decode(D=1024, H=16, latent=256, rope=32, S=4096) -> dict:
     torch.manual_seed(0)
     mla = MultiHeadLatentAttention(D, H, latent, rope_dim=rope).eval()
     cache = mla.new_cache(1, S + 1)
     with torch.no_grad():
         mla(torch.randn(1, S, D), is_causal=True, kv_cache=cache, absorb=True)  # the prompt
-        cached = cache.buffer[:, :S].clone()  # (1, S, latent + rope): what the prompt left
-        prompt = (cached[..., :latent], cached[..., latent:])
         x = torch.randn(1, 1, D)
-        seconds = {"naive": decode_seconds(mla, cache, prompt, x, absorb=False),
-                   "absorbed": decode_seconds(mla, cache, prompt, x, absorb=True)}
+
+        def step(absorb):
+            cache.crop(S)  # rewind: decode the same next token again and again
+            return mla(x, kv_cache=cache, absorb=absorb)
+
+        seconds = {"naive": median_seconds(partial(step, False), repeats=5),
+                   "absorbed": median_seconds(partial(step, True), repeats=5)}
     mha_cache = KVCache(1, H, D // H, S)
     mha_cache.append(torch.zeros(1, H, S, D // H), torch.zeros(1, H, S, D // H))  # S tokens held
     return {"config": {"embed_dim": D, "num_heads": H, "kv_latent_dim": latent, "rope_dim": rope,

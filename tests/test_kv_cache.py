@@ -198,3 +198,21 @@ def test_crop_rewinds_and_the_next_step_equals_a_fresh_decode():
     for bad in (7, -1, 2.0, True):
         with pytest.raises(ValueError, match="length must be an int in \\[0, 6\\]"):
             cache.crop(bad)
+
+
+def test_latent_cache_crop_rewinds_like_the_kv_cache():
+    mla = MultiHeadLatentAttention(16, 2, 8, rope_dim=4).eval()
+    x = torch.randn(1, 5, 16)
+    with torch.no_grad():
+        cache = mla.new_cache(1, max_len=8)
+        mla(x[:, :4], is_causal=True, kv_cache=cache)
+        mla(torch.randn(1, 3, 16), is_causal=True, kv_cache=cache)  # rejected draft tokens
+        cache.crop(4)
+        assert cache.length == 4 and cache.nbytes() == 4 * (8 + 4) * 4  # S (latent + rope) float32
+        again, _ = mla(x[:, 4:], is_causal=True, kv_cache=cache)
+        fresh = mla.new_cache(1, max_len=8)
+        mla(x[:, :4], is_causal=True, kv_cache=fresh)
+        expected, _ = mla(x[:, 4:], is_causal=True, kv_cache=fresh)
+    torch.testing.assert_close(again, expected, rtol=0, atol=0)
+    with pytest.raises(ValueError, match="length must be an int in \\[0, 5\\]"):
+        cache.crop(6)

@@ -112,10 +112,17 @@ class KVCache(HeadCache):
         """Keep the first ``length`` positions and forget the rest, as HuggingFace's
         ``DynamicCache.crop``: to drop rejected draft tokens (speculative decoding) or to
         time the same decoding step again. The next ``append`` overwrites what was dropped."""
-        if isinstance(length, bool) or not isinstance(length, int) or not 0 <= length <= self.length:
-            raise ValueError(f"length must be an int in [0, {self.length}] (the positions cached), "
-                             f"got {length!r}")
-        self.length = length
+        crop_length(self, length)
+
+
+def crop_length(cache: Cache, length: int) -> None:
+    """Set ``cache.length`` back to ``length``, checked to lie in ``[0, cache.length]``: the
+    ``crop`` of the caches that hold positions in order (:class:`KVCache`,
+    :class:`~attention_core.nn.latent_attention.LatentKVCache`)."""
+    if isinstance(length, bool) or not isinstance(length, int) or not 0 <= length <= cache.length:
+        raise ValueError(f"length must be an int in [0, {cache.length}] (the positions cached), "
+                         f"got {length!r}")
+    cache.length = length
 
 
 def _zero(cache: KVCache | RollingKVCache) -> None:

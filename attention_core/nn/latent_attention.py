@@ -36,7 +36,7 @@ from torch import nn
 from ._checks import check_device, check_positive_int, check_tensor
 from .functional import scaled_dot_product_attention
 from .heads import merge_heads, split_heads
-from .kv_cache import Cache
+from .kv_cache import Cache, crop_length
 from .positional import apply_rotary
 
 
@@ -74,6 +74,11 @@ class LatentKVCache(Cache):
         """Empty the cache (``length`` 0, buffer zeroed) to decode a new text with it."""
         self.buffer.zero_()
         self.length = 0
+
+    def crop(self, length: int) -> None:
+        """Keep the first ``length`` positions, as :meth:`KVCache.crop
+        <attention_core.nn.kv_cache.KVCache.crop>`: to time the same decoding step again."""
+        crop_length(self, length)
 
     def append(self, latent: torch.Tensor, rope_key: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Add ``latent (B, T, kv_latent_dim)`` and ``rope_key (B, T, rope_dim)``; return
