@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import torch
 
-from ._checks import check_positive_int, check_qkv, check_tensor
+from ._checks import check_device, check_positive_int, check_qkv, check_tensor
+from .functional import upcast
 
 
 def _check(query, key, value, beta, gate, chunk_size) -> None:
@@ -35,14 +36,25 @@ def _check(query, key, value, beta, gate, chunk_size) -> None:
     if query.dim() != 4 or key.shape != query.shape:
         raise ValueError(f"query and key must both be (B, H, T, E), got query {tuple(query.shape)} "
                          f"and key {tuple(key.shape)}")
-    for name, x in (("beta", beta), ("gate", gate)):
-        if x is None and name == "gate":
-            continue
-        check_tensor(name, x)
-        if x.shape != query.shape[:-1]:
-            raise ValueError(f"{name} must be (B, H, T) = {tuple(query.shape[:-1])}, got {tuple(x.shape)}")
+    _check_rate("beta", beta, query, 2.0, "[0, 2]")
+    if gate is not None:
+        _check_rate("gate", gate, query, 1.0, "[0, 1]")
     if chunk_size is not None:
         check_positive_int("chunk_size", chunk_size)
+
+
+def _check_rate(name: str, x, query: torch.Tensor, high: float, interval: str) -> None:
+    """Raise unless ``x`` is a ``(B, H, T)`` tensor of ``query``'s dtype and device with
+    values in ``[0, high]`` (NaN passes: NaN in, NaN out; a meta tensor has no values)."""
+    check_tensor(name, x)
+    if x.shape != query.shape[:-1]:
+        raise ValueError(f"{name} must be (B, H, T) = {tuple(query.shape[:-1])}, got {tuple(x.shape)}")
+    if x.dtype != query.dtype:
+        raise TypeError(f"{name} must have query's dtype {query.dtype}, got {x.dtype}")
+    check_device(name, x, query.device, "query")
+    if x.device.type != "meta" and ((x < 0) | (x > high)).any():
+        raise ValueError(f"{name} must lie in {interval}, got values from "
+                         f"{x.min().item():g} to {x.max().item():g}")
 
 
 def delta_rule_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
@@ -53,20 +65,27 @@ def delta_rule_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Te
     Args:
         query, key: ``(B, H, T, E)``; value: ``(B, H, T, Ev)``. Keys are used as given:
             the papers L2-normalise them, which keeps ``beta`` in (0, 2) stable.
-        beta: ``(B, H, T)``, the writing strength of each token (0: no write; 1 with a
-            unit key: replace).
-        gate: ``(B, H, T)`` in (0, 1], the decay ``alpha_t`` of the old state (Gated
-            DeltaNet); None for no decay.
+        beta: ``(B, H, T)`` in [0, 2], the writing strength of each token (0: no write;
+            1 with a unit key: replace; up to 2 the memory stays stable for unit keys).
+        gate: ``(B, H, T)`` in [0, 1], the decay ``alpha_t`` of the old state (Gated
+            DeltaNet; 0 forgets everything); None for no decay.
         chunk_size: None for the recurrent form, one token at a time (the definition);
             C for the chunked form, equal up to rounding.
 
+        ``beta`` and ``gate`` share the dtype and device of ``query``; every argument is
+        checked (``ValueError``/``TypeError`` naming it) before any computation.
+
     Returns:
-        ``(output (B, H, T, Ev), None)``: ``o_t = S_t q_t``, no weights.
+        ``(output (B, H, T, Ev), None)``: ``o_t = S_t q_t``, no weights. float16 and
+        bfloat16 inputs are computed in float32, the state included, and returned in
+        their dtype.
     """
     _check(query, key, value, beta, gate, chunk_size)
+    dtype = query.dtype
+    query, key, value, beta, gate = (upcast(x) for x in (query, key, value, beta, gate))
     if chunk_size is None:
-        return _recurrent(query, key, value, beta, gate), None
-    return _chunked(query, key, value, beta, gate, chunk_size), None
+        return _recurrent(query, key, value, beta, gate).to(dtype), None
+    return _chunked(query, key, value, beta, gate, chunk_size).to(dtype), None
 
 
 def _recurrent(query, key, value, beta, gate):

@@ -6,6 +6,10 @@ maximum ``m`` and the running sum ``l = sum exp(s - m)`` of the scores seen so f
 When a new block of scores arrives with a larger maximum ``m'``, everything summed
 so far is rescaled by ``exp(m - m')``; at the end, ``output = acc / l``.
 
+Differentiable: autograd follows the loop (the running maximum is only a shift that
+cancels, so it is taken off the graph). float16 and bfloat16 inputs are computed in
+float32, running statistics included, and the output is handed back in their dtype.
+
 Shape legend: ``...`` batch dims (e.g. B, H), L query length, S key length, E query/key
 dim per head (d_k), Ev value dim per head (d_v), Bq query block (tile) size, Bk key block size.
 """
@@ -17,9 +21,8 @@ import math
 import torch
 
 from ._checks import check_attn_mask, check_positive_int, check_qkv, check_scale
+from .functional import NEG_INF, upcast
 from .masks import causal_mask
-
-NEG_INF = float("-inf")
 
 
 def online_softmax(scores: torch.Tensor, block_size: int):
@@ -71,7 +74,8 @@ def flash_attention_lse(query: torch.Tensor, key: torch.Tensor, value: torch.Ten
 
     ``logsumexp`` is ``m + log l`` per row (``-inf`` for a fully masked row), the one
     number per row FlashAttention keeps for its backward pass: the weights can be
-    recomputed tile by tile as ``exp(scores - logsumexp)``.
+    recomputed tile by tile as ``exp(scores - logsumexp)``. Both come back in the
+    inputs' dtype.
     """
     check_qkv(query, key, value)
     check_positive_int("block_q", block_q)
@@ -82,6 +86,8 @@ def flash_attention_lse(query: torch.Tensor, key: torch.Tensor, value: torch.Ten
     if attn_mask is not None:
         check_attn_mask(attn_mask, (*batch, L, S), query.device)
         attn_mask = attn_mask.expand((*batch, L, S))
+    dtype = query.dtype
+    query, key, value = (upcast(x) for x in (query, key, value))  # a float mask: per tile
     scale = 1.0 / math.sqrt(query.size(-1)) if scale is None else scale
     out = query.new_empty((*batch, L, value.size(-1)))  # (..., L, Ev)
     lse = query.new_empty((*batch, L))  # (..., L)
@@ -90,11 +96,12 @@ def flash_attention_lse(query: torch.Tensor, key: torch.Tensor, value: torch.Ten
         mask = None if attn_mask is None else attn_mask[..., q0:q1, :]  # (..., Bq, S)
         out[..., q0:q1, :], lse[..., q0:q1] = _query_block(
             query[..., q0:q1, :] * scale, key, value, mask, is_causal, q0, L, block_k)
-    return out, lse
+    return out.to(dtype), lse.to(dtype)
 
 
 def _query_block(q, key, value, mask, is_causal, q0, L, block_k):
-    """One block of queries ``q (..., Bq, E)`` (already scaled) against all keys."""
+    """One block of queries ``q (..., Bq, E)`` (already scaled) against all keys:
+    ``(output (..., Bq, Ev), logsumexp (..., Bq))``."""
     Bq, S = q.size(-2), key.size(-2)
     m = q.new_full((*q.shape[:-1], 1), NEG_INF)  # (..., Bq, 1) running max
     l = q.new_zeros((*q.shape[:-1], 1))  # (..., Bq, 1) running sum
@@ -110,12 +117,16 @@ def _query_block(q, key, value, mask, is_causal, q0, L, block_k):
         if mask is not None:
             tile = mask[..., k0:k1]
             s = s.masked_fill_(~tile, NEG_INF) if tile.dtype == torch.bool else s.add_(tile)
-        m_new = torch.maximum(m, s.amax(-1, keepdim=True))  # (..., Bq, 1)
+        # the max only shifts the exponents and cancels in acc / l: no gradient through it,
+        # and autograd need not keep s, which the next line overwrites
+        m_new = torch.maximum(m, s.detach().amax(-1, keepdim=True))  # (..., Bq, 1)
         shift = m_new.masked_fill(m_new == NEG_INF, 0.0)  # rows with nothing yet: no NaN
         p = s.sub_(shift).exp_()  # (..., Bq, Bk) in place, exactly 0 where masked
         correction = torch.exp(m - shift)  # rescales what was summed under the old max
         l = l * correction + p.sum(-1, keepdim=True)
         acc = acc * correction + p @ value[..., k0:k1, :]
         m = m_new
-    out = acc / l.clamp_min(torch.finfo(l.dtype).tiny)  # rows with no key: 0 / tiny = 0
-    return out, (m + l.log()).squeeze(-1)
+    # A row with no key has acc = 0 and l = 0: divide by 1 instead, so the output is 0
+    # and its gradients are finite (a tiny divisor would overflow them).
+    l = torch.where(l > 0, l, 1.0)
+    return acc / l, (m + l.log()).squeeze(-1)  # m = -inf for such a row: lse = -inf

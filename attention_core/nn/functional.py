@@ -8,7 +8,12 @@ where it does not, or any float mask added to the scores.
 
 As in HuggingFace's ``eager_attention_forward``, the maths lives in one short function,
 :func:`eager_attention`; :func:`scaled_dot_product_attention` is the public wrapper that
-checks the arguments (and computes float16/bfloat16 in float32) before calling it.
+checks the arguments before calling it.
+
+Half precision: float16 overflows above 65504 and keeps 11 significant bits, so a sum
+of 70,000 weights or a logit of 5e3 is already lost. Every kernel of the package
+therefore computes float16/bfloat16 inputs in float32 (scores, softmax sums, running
+statistics, states: :func:`upcast`) and hands the result back in the input's dtype.
 
 Shape legend: ``...`` batch dims (e.g. B, H), L query length, S key length,
 E query/key dim per head (d_k), Ev value dim per head (d_v).
@@ -25,6 +30,22 @@ from ._checks import check_attn_mask, check_dropout_p, check_qkv, check_scale, s
 from .masks import causal_mask
 
 LOW_PRECISION = (torch.float16, torch.bfloat16)
+NEG_INF = float("-inf")
+
+
+def compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype a kernel computes in for inputs of ``dtype``: float32 for float16 and
+    bfloat16 (their range and precision are too small for sums and statistics), else
+    ``dtype`` itself."""
+    return torch.float32 if dtype in LOW_PRECISION else dtype
+
+
+def upcast(x: torch.Tensor | None) -> torch.Tensor | None:
+    """``x`` in :func:`compute_dtype` (a float16/bfloat16 tensor as float32); any other
+    tensor, a bool mask or None unchanged (no copy)."""
+    if x is None or not x.is_floating_point():
+        return x
+    return x.to(compute_dtype(x.dtype))
 
 
 def softmax(scores: torch.Tensor, dim: int = -1, inplace: bool = False) -> torch.Tensor:
@@ -33,12 +54,19 @@ def softmax(scores: torch.Tensor, dim: int = -1, inplace: bool = False) -> torch
     Subtracting the row maximum first changes nothing mathematically
     (softmax(x) = softmax(x - c)) but keeps every ``exp`` at most 1, so logits of
     1e4 do not overflow. Rows that are entirely ``-inf`` come out as NaN; callers
-    that mask decide what such a row means.
+    that mask decide what such a row means (:func:`masked_softmax_`).
 
     ``inplace=True`` reuses the memory of ``scores`` (no second buffer the size of
     the score matrix). When autograd is recording, the intermediate values are
-    needed for the backward pass, so it computes out of place anyway.
+    needed for the backward pass, so it computes out of place anyway. float16 and
+    bfloat16 scores are computed in float32 (a row of 70,000 equal scores sums to
+    70,000, past float16's 65504) and returned in their own dtype.
     """
+    if scores.dtype in LOW_PRECISION:
+        weights = softmax(scores.float(), dim)
+        if inplace and not (scores.requires_grad and torch.is_grad_enabled()):
+            return scores.copy_(weights)
+        return weights.to(scores.dtype)
     row_max = scores.amax(dim, keepdim=True).detach()
     # A row of -inf has max -inf; -inf - -inf is NaN, so shift such rows by 0.
     row_max = row_max.masked_fill(row_max == float("-inf"), 0.0)
@@ -61,6 +89,20 @@ def apply_mask_(scores: torch.Tensor, attn_mask=None, is_causal: bool = False) -
     return scores.add_(attn_mask.to(scores.dtype))
 
 
+def masked_softmax_(scores: torch.Tensor) -> torch.Tensor:
+    """Softmax over the last dim of masked ``scores (..., L, S)``, in place where autograd
+    allows: a row whose keys are all masked (all ``-inf``, from a boolean or an additive
+    mask) gets zero weights, and zero gradients, never NaN.
+
+    Such a row is set to 0 before the softmax, so neither pass meets ``exp(-inf) / 0``:
+    its weights are uniform for a moment, then zeroed, and no gradient reaches it.
+    """
+    dead = scores.detach().amax(-1, keepdim=True) == NEG_INF  # (..., L, 1): no key left
+    scores.masked_fill_(dead, 0.0)
+    weights = softmax(scores, inplace=True)  # (..., L, S); no second L x S buffer
+    return weights.masked_fill_(dead, 0.0)  # a query with no key: zero weights, not NaN
+
+
 def eager_attention(
     query: torch.Tensor,
     key: torch.Tensor,
@@ -74,20 +116,20 @@ def eager_attention(
     :func:`scaled_dot_product_attention` computes once it has checked its arguments.
 
     ``query (..., L, E)``, ``key (..., S, E)``, ``value (..., S, Ev)`` ->
-    ``(output (..., L, Ev), weights (..., L, S))``.
+    ``(output (..., L, Ev), weights (..., L, S))``, in the inputs' dtype; float16 and
+    bfloat16 are computed in float32 (:func:`upcast`).
     """
+    dtype = query.dtype
+    query, key, value = (upcast(x) for x in (query, key, value))
     scale = 1.0 / math.sqrt(query.size(-1)) if scale is None else scale
     scores = (query * scale) @ key.transpose(-2, -1)  # (..., L, S); scaling q is cheaper
-    masked = is_causal or attn_mask is not None
-    if masked:
-        apply_mask_(scores, attn_mask, is_causal)
-        dead = scores.amax(-1, keepdim=True) == float("-inf")  # (..., L, 1): no key left
-    weights = softmax(scores, inplace=True)  # (..., L, S); no second L x S buffer
-    if masked:
-        weights.masked_fill_(dead, 0.0)  # a query with no key: zero weights, not NaN
+    if is_causal or attn_mask is not None:
+        weights = masked_softmax_(apply_mask_(scores, attn_mask, is_causal))  # dead rows: 0
+    else:
+        weights = softmax(scores, inplace=True)  # (..., L, S); no second L x S buffer
     if dropout_p > 0.0:
         weights = F.dropout(weights, dropout_p)
-    return weights @ value, weights  # (..., L, Ev), (..., L, S)
+    return (weights @ value).to(dtype), weights.to(dtype)  # (..., L, Ev), (..., L, S)
 
 
 def scaled_dot_product_attention(
@@ -123,10 +165,4 @@ def scaled_dot_product_attention(
         check_attn_mask(attn_mask, scores_shape(query, key), query.device)
     check_scale(scale)
     check_dropout_p(dropout_p)
-    if query.dtype not in LOW_PRECISION:
-        return eager_attention(query, key, value, attn_mask, is_causal, scale, dropout_p)
-    if attn_mask is not None and attn_mask.dtype != torch.bool:
-        attn_mask = attn_mask.float()
-    out, weights = eager_attention(query.float(), key.float(), value.float(), attn_mask,
-                                   is_causal, scale, dropout_p)  # accumulate in float32
-    return out.to(query.dtype), weights.to(query.dtype)
+    return eager_attention(query, key, value, attn_mask, is_causal, scale, dropout_p)

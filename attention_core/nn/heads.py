@@ -15,13 +15,24 @@ from __future__ import annotations
 
 import torch
 
-from ._checks import check_tensor
+from ._checks import check_positive_int, check_tensor
 from .functional import scaled_dot_product_attention
 from .masks import causal_mask
 
 
+def _check_rank(name: str, x, rank: int, shape: str) -> None:
+    """Raise unless ``x`` is a tensor (of any dtype: these only reshape) with exactly
+    ``rank`` dims (``shape``)."""
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if x.dim() != rank:
+        raise ValueError(f"{name} must have {rank} dims {shape}, got shape {tuple(x.shape)}")
+
+
 def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
     """``(B, T, num_heads * E)`` -> ``(B, num_heads, T, E)``."""
+    _check_rank("x", x, 3, "(B, T, D)")
+    check_positive_int("num_heads", num_heads)
     B, T, D = x.shape
     if D % num_heads:
         raise ValueError(f"last dim {D} of x {tuple(x.shape)} is not divisible by num_heads={num_heads}")
@@ -30,6 +41,7 @@ def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
 
 def merge_heads(x: torch.Tensor) -> torch.Tensor:
     """``(B, H, T, E)`` -> ``(B, T, H * E)``: the inverse of :func:`split_heads`."""
+    _check_rank("x", x, 4, "(B, H, T, E)")
     B, H, T, E = x.shape
     return x.transpose(1, 2).reshape(B, T, H * E)  # (B, H, T, E) -> (B, T, D)
 
@@ -39,6 +51,8 @@ def repeat_kv(x: torch.Tensor, num_groups: int) -> torch.Tensor:
 
     Query head ``a`` then lines up with kv head ``a // num_groups``.
     """
+    _check_rank("x", x, 4, "(B, Hkv, S, E)")
+    check_positive_int("num_groups", num_groups)
     if num_groups == 1:
         return x
     B, Hkv, S, E = x.shape

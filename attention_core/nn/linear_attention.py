@@ -15,6 +15,10 @@ Shape legend: ``...`` batch dims (e.g. B, H), L query length, S key length, T le
 one sequence (causal: L = S = T), E query/key dim per head (d_k), Ev value dim per head
 (d_v), F number of features (phi maps E numbers to F), ``proj_len`` Linformer's
 projected length (the book's r, the paper's k).
+
+float16 and bfloat16 inputs are computed in float32, features, states and normalisers
+included (a normaliser sums S positive numbers and passes float16's 65504 from a few
+thousand keys on), and returned in their dtype.
 """
 
 from __future__ import annotations
@@ -25,8 +29,8 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from ._checks import check_device, check_positive_int, check_qkv
-from .functional import scaled_dot_product_attention
+from ._checks import check_device, check_positive_int, check_qkv, check_scale
+from .functional import eager_attention, upcast
 
 FeatureMap = Callable[[torch.Tensor], torch.Tensor]
 
@@ -58,11 +62,11 @@ def kernel_attention_weights(query: torch.Tensor, key: torch.Tensor, feature_map
     not the way to compute; :func:`linear_attention` gives ``A @ V`` without A.
     """
     phi = _resolve(feature_map)
-    scores = phi(query) @ phi(key).transpose(-2, -1)  # (..., L, S)
+    scores = phi(upcast(query)) @ phi(upcast(key)).transpose(-2, -1)  # (..., L, S)
     if is_causal:
         L, S = scores.shape[-2:]
         scores = scores.tril(S - L)  # queries aligned to the end of the keys
-    return scores / scores.sum(-1, keepdim=True).clamp_min(eps)
+    return (scores / scores.sum(-1, keepdim=True).clamp_min(eps)).to(query.dtype)
 
 
 def linear_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
@@ -84,7 +88,8 @@ def linear_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
 
     Returns:
         ``(output (..., L, Ev), None)``: output equal to
-        ``kernel_attention_weights(...) @ value``; no weights, never forming them is the point.
+        ``kernel_attention_weights(...) @ value``; no weights, never forming them is the
+        point. float16 and bfloat16 are computed in float32 and returned in their dtype.
     """
     check_qkv(query, key, value)
     check_positive_int("chunk_size", chunk_size)
@@ -92,12 +97,12 @@ def linear_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
     if is_causal and key.size(-2) != query.size(-2):
         raise ValueError(f"causal linear_attention needs as many keys as queries, got "
                          f"query {tuple(query.shape)} and key {tuple(key.shape)}")
-    q, k = phi(query), phi(key)  # (..., L, F), (..., S, F)
+    q, k, v = phi(upcast(query)), phi(upcast(key)), upcast(value)  # (..., L, F), (..., S, F), (..., S, Ev)
     if not is_causal:
-        kv = k.transpose(-2, -1) @ value  # (..., F, Ev): the only sum over keys
+        kv = k.transpose(-2, -1) @ v  # (..., F, Ev): the only sum over keys
         z = k.sum(-2).unsqueeze(-1)  # (..., F, 1)
-        return (q @ kv) / (q @ z).clamp_min(eps), None  # (..., L, Ev)
-    return _causal_linear(q, k, value, chunk_size, eps), None
+        return ((q @ kv) / (q @ z).clamp_min(eps)).to(query.dtype), None  # (..., L, Ev)
+    return _causal_linear(q, k, v, chunk_size, eps).to(query.dtype), None
 
 
 def _causal_linear(q, k, value, chunk_size, eps):
@@ -221,9 +226,12 @@ def linformer_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Ten
     if key_projection.size(0) != value_projection.size(0):
         raise ValueError(f"key_projection and value_projection must project to the same R, got "
                          f"{tuple(key_projection.shape)} and {tuple(value_projection.shape)}")
+    check_scale(scale)
+    dtype, key, value = query.dtype, upcast(key), upcast(value)
     projected_key = key_projection.to(key.dtype) @ key  # (..., proj_len, E)
     projected_value = value_projection.to(value.dtype) @ value  # (..., proj_len, Ev)
-    return scaled_dot_product_attention(query, projected_key, projected_value, scale=scale)
+    out, weights = eager_attention(upcast(query), projected_key, projected_value, scale=scale)
+    return out.to(dtype), weights.to(dtype)
 
 
 def pooling_projection(proj_len: int, seq_len: int, dtype=torch.float32, device=None) -> torch.Tensor:

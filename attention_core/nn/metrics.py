@@ -8,6 +8,7 @@ from __future__ import annotations
 import torch
 
 from ._checks import check_tensor
+from .functional import upcast
 
 
 def attention_entropy(weights: torch.Tensor) -> torch.Tensor:
@@ -15,7 +16,11 @@ def attention_entropy(weights: torch.Tensor) -> torch.Tensor:
     the book's calligraphic H_i = -sum_j alpha_ij ln alpha_ij.
 
     ``0`` means all weight on one key; ``ln S`` means spread evenly over all S keys.
-    Zero weights contribute nothing (0 ln 0 = 0), so a fully masked row has entropy 0.
+    Zero weights contribute nothing (0 ln 0 = 0), so a fully masked row has entropy 0,
+    and the gradient there is 0 rather than NaN (the log is taken of 1 in their place).
+    float16/bfloat16 weights are summed in float32 and the entropy returned in their dtype.
     """
     check_tensor("weights", weights)
-    return -torch.special.xlogy(weights, weights).sum(-1)
+    w = upcast(weights)
+    safe = torch.where(w == 0, 1.0, w)  # ln 1 = 0: no 0 / 0 in the backward pass
+    return -torch.special.xlogy(w, safe).sum(-1).to(weights.dtype)

@@ -22,10 +22,8 @@ import math
 import torch
 
 from ._checks import check_attn_mask, check_positive_int, check_qkv, check_scale
-from .functional import apply_mask_, softmax
+from .functional import NEG_INF, apply_mask_, masked_softmax_, softmax, upcast
 from .masks import sliding_window_mask
-
-NEG_INF = float("-inf")
 
 
 def _offsets(L: int, device=None) -> torch.Tensor:
@@ -211,6 +209,7 @@ def sliding_window_attention(query: torch.Tensor, key: torch.Tensor, value: torc
 
     Returns:
         ``(output (..., T, Ev), None)``: the weights are never formed as a T x T matrix.
+        float16 and bfloat16 inputs are computed in float32, output in their dtype.
     """
     check_qkv(query, key, value)
     check_positive_int("window", window)
@@ -225,24 +224,29 @@ def sliding_window_attention(query: torch.Tensor, key: torch.Tensor, value: torc
     if attn_mask is not None:
         check_attn_mask(attn_mask, (*batch, T, T), query.device)
         attn_mask = attn_mask.expand((*batch, T, T))  # a view, sliced per block below
+    dtype = query.dtype
+    query, key, value = (upcast(x) for x in (query, key, value))  # a float mask: per tile
     scale = 1.0 / math.sqrt(query.size(-1)) if scale is None else scale
     out = query.new_empty((*batch, T, value.size(-1)))  # (..., T, Ev)
     for q0 in range(0, T, block):
         q1 = min(q0 + block, T)
         k0, k1 = max(0, q0 - window + 1), (q1 if is_causal else min(T, q1 + window - 1))
         s = (query[..., q0:q1, :] * scale) @ key[..., k0:k1, :].transpose(-2, -1)  # (..., q1 - q0, k1 - k0)
-        offset = (torch.arange(q0, q1, device=s.device).unsqueeze(1)
-                  - torch.arange(k0, k1, device=s.device).unsqueeze(0))  # (q1 - q0, k1 - k0)
-        band = (offset >= 0) & (offset < window) if is_causal else offset.abs() < window
-        s.masked_fill_(~band, NEG_INF)
-        if attn_mask is not None:  # the band always keeps a key; a mask may remove them all
-            apply_mask_(s, attn_mask[..., q0:q1, k0:k1])
-            dead = s.amax(-1, keepdim=True) == NEG_INF  # (..., q1 - q0, 1): no key left
-        weights = softmax(s, inplace=True)  # (..., q1 - q0, k1 - k0)
-        if attn_mask is not None:
-            weights.masked_fill_(dead, 0.0)  # zero weights and output, not NaN
+        s.masked_fill_(~_band(q0, q1, k0, k1, window, is_causal, s.device), NEG_INF)
+        if attn_mask is None:  # the band always keeps a key
+            weights = softmax(s, inplace=True)  # (..., q1 - q0, k1 - k0)
+        else:  # a mask may remove them all: zero weights and output, not NaN
+            weights = masked_softmax_(apply_mask_(s, attn_mask[..., q0:q1, k0:k1]))
         out[..., q0:q1, :] = weights @ value[..., k0:k1, :]
-    return out, None
+    return out.to(dtype), None
+
+
+def _band(q0, q1, k0, k1, window, is_causal, device) -> torch.Tensor:
+    """``(q1 - q0, k1 - k0)`` bool: True where query ``i`` in ``[q0, q1)`` may see key ``j``
+    in ``[k0, k1)``, ``|i - j| < window`` (causal: ``0 <= i - j < window``)."""
+    offset = (torch.arange(q0, q1, device=device).unsqueeze(1)
+              - torch.arange(k0, k1, device=device).unsqueeze(0))  # (q1 - q0, k1 - k0)
+    return (offset >= 0) & (offset < window) if is_causal else offset.abs() < window
 
 
 # --- Reformer: locality-sensitive hashing ---------------------------------------------
@@ -310,7 +314,8 @@ def lsh_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, n
         chunk_size: must divide T.
 
     Returns:
-        ``(output (..., T, Ev), None)``.
+        ``(output (..., T, Ev), None)``. float16 and bfloat16 inputs are computed in
+        float32 (the hashing in float64), output in their dtype.
     """
     check_qkv(query, key, value)
     if key is not query and not (key.shape == query.shape and torch.equal(key, query)):
@@ -321,6 +326,8 @@ def lsh_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, n
     T, scale = query.size(-2), 1.0 / math.sqrt(query.size(-1))
     if T % chunk_size:
         raise ValueError(f"the length T={T} must be a multiple of chunk_size={chunk_size}")
+    dtype = query.dtype
+    query, value = upcast(query), upcast(value)
     key = query / query.norm(dim=-1, keepdim=True).clamp_min(1e-6)  # (..., T, E) unit keys
     chunks = T // chunk_size
     outs, lses = [], []
@@ -342,4 +349,5 @@ def lsh_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, n
         outs.append(_rows(out.flatten(-3, -2), unsort))  # (..., T, Ev), back to the original order
         lses.append(_rows(lse.flatten(-3, -2), unsort))  # (..., T, 1)
     lse = torch.stack(lses)  # (hashes, ..., T, 1)
-    return (torch.softmax(lse, dim=0) * torch.stack(outs)).sum(0), None  # (..., T, Ev)
+    out = (torch.softmax(lse, dim=0) * torch.stack(outs)).sum(0)  # (..., T, Ev)
+    return out.to(dtype), None
