@@ -215,8 +215,12 @@ def test_decoder_block_on_meta_device():
 
 def test_decoder_block_names_a_bad_memory():
     block = TransformerDecoderBlock(D, H, F)
-    with pytest.raises(ValueError, match="key"):
+    with pytest.raises(ValueError, match=r"memory must have shape \(B, T, embed_dim=.*\), got"):
         block(torch.randn(B, T, D), torch.randn(B, S, D + 1))
+    with pytest.raises(TypeError, match="memory is required"):
+        block(torch.randn(B, T, D), None)
+    with pytest.raises(ValueError, match="memory_mask of shape"):
+        block(torch.randn(B, T, D), torch.randn(B, S, D), memory_mask=torch.ones(T, S + 1, dtype=torch.bool))
 
 
 def test_decoder_block_is_a_sibling_with_the_same_sublayer_names():

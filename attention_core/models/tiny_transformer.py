@@ -124,15 +124,18 @@ class TinyTransformer(nn.Module):
         return h if self.position is None else self.position(h)
 
     def score_bias(self, T: int, like: torch.Tensor) -> torch.Tensor | None:
-        """The scheme's bias on the scores, ``(H, T, T)`` on ``like``'s device, or None."""
+        """The scheme's bias on the scores, ``(1, H, T, T)`` on ``like``'s device, or None
+        (the batch axis first: attention refuses a mask of 3 dims as ambiguous)."""
         bias = POSITIONAL[self.positional].score_bias
-        return None if bias is None else bias(self.num_heads, T, device=like.device, dtype=like.dtype)
+        if bias is None:
+            return None
+        return bias(self.num_heads, T, device=like.device, dtype=like.dtype).unsqueeze(0)  # (H, T, T) -> (1, H, T, T)
 
     def forward(self, x: torch.Tensor):
         """``x (B, T)`` -> ``(logits (B, T, num_outputs, vocab_size), [weights (B, H, T, T) per layer])``."""
         B, T = x.shape
         h = self.embed(x)  # (B, T, D)
-        bias = self.score_bias(T, h)  # (H, T, T) or None
+        bias = self.score_bias(T, h)  # (1, H, T, T) or None
         all_weights = []
         for block in self.blocks:
             h, weights = block(h, attn_mask=bias, is_causal=self.is_causal)

@@ -62,6 +62,17 @@ def check_device(name: str, x: torch.Tensor, device, what: str = "the inputs") -
         )
 
 
+def check_dtype(name: str, x: torch.Tensor, dtype, what: str) -> None:
+    """Raise unless tensor ``x`` has ``dtype`` (the dtype of ``what``).
+
+    PyTorch's own error for mixed dtypes ("mat1 and mat2 must have the same dtype") names
+    no argument; this one does, before any work, and says how to convert.
+    """
+    if x.dtype != dtype:
+        raise TypeError(f"{name} has dtype {x.dtype} but must have {dtype}, the dtype of {what}; "
+                        f"convert it with {name}.to({dtype})")
+
+
 def check_qkv(query, key, value) -> None:
     """Raise unless ``query (..., L, E)``, ``key (..., S, E)`` and ``value (..., S, Ev)``
     are floating-point tensors of one dtype on one device with non-empty, compatible shapes."""
@@ -103,19 +114,20 @@ def scores_shape(query: torch.Tensor, key: torch.Tensor) -> torch.Size:
     return (*torch.broadcast_shapes(query.shape[:-2], key.shape[:-2]), query.size(-2), key.size(-2))
 
 
-def check_attn_mask(attn_mask, shape, device=None) -> None:
+def check_attn_mask(attn_mask, shape, device=None, name: str = "attn_mask") -> None:
     """Raise unless ``attn_mask`` is a bool (True = may attend) or float tensor that
-    broadcasts to the scores' ``shape (..., L, S)`` (and lies on ``device``, if given)."""
+    broadcasts to the scores' ``shape (..., L, S)`` (and lies on ``device``, if given);
+    ``name`` is the argument's name in the error (a decoder's ``memory_mask``)."""
     if not isinstance(attn_mask, torch.Tensor):
-        raise TypeError(f"attn_mask must be a torch.Tensor or None, got {type(attn_mask).__name__}")
+        raise TypeError(f"{name} must be a torch.Tensor or None, got {type(attn_mask).__name__}")
     if attn_mask.dtype != torch.bool and not attn_mask.dtype.is_floating_point:
         raise TypeError(
-            f"attn_mask must be bool (True = may attend) or float (added to the scores), "
+            f"{name} must be bool (True = may attend) or float (added to the scores), "
             f"got dtype {attn_mask.dtype}"
         )
-    broadcast_or_raise("attn_mask", attn_mask.shape, shape, "the scores (..., L, S)")
+    broadcast_or_raise(name, attn_mask.shape, shape, "the scores (..., L, S)")
     if device is not None:
-        check_device("attn_mask", attn_mask, device)
+        check_device(name, attn_mask, device)
 
 
 def check_scale(scale) -> None:

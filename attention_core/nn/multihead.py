@@ -17,7 +17,7 @@ import inspect
 import torch
 from torch import nn
 
-from ._checks import check_device, check_positive_int, check_tensor
+from ._checks import check_attn_mask, check_device, check_dtype, check_positive_int, check_tensor
 from .attention_functions import ATTENTION_FUNCTIONS, AttentionFunction
 from .heads import grouped_query_attention, merge_heads, repeat_kv, split_heads
 from .kv_cache import HeadCache, KVCache
@@ -145,14 +145,16 @@ class MultiHeadAttention(nn.Module):
         """``query (B, L, D)``, ``key``/``value (B, S, D)`` (default: ``query``).
 
         ``attn_mask`` broadcasts to ``(B, H, L, S)``; it and the inputs must lie on the
-        parameters' device (else a ``ValueError`` naming both). With ``kv_cache`` (incremental
+        parameters' device (else a ``ValueError`` naming both), the inputs in their dtype
+        (else a ``TypeError``). A mask of 3 dims is refused: add the head axis to a padding
+        mask, ``padding_mask(lengths, S).unsqueeze(1)`` ``(B, 1, 1, S)``. With ``kv_cache`` (incremental
         decoding, e.g. :meth:`new_cache`), the new keys and values are appended to the cache
         and the queries attend to everything cached so far. Returns ``(output (B, L, D),
         weights (B, H, L, S))``, the weights None if the kernel forms none.
         """
         key = query if key is None else key
         value = key if value is None else value
-        self._check_inputs(query, key, value, attn_mask)
+        self._check_inputs(query, key, value, attn_mask, kv_cache)
         q = split_heads(self.q_proj(query), self.num_heads)  # (B, L, D) -> (B, H, L, E)
         k = split_heads(self.k_proj(key), self.num_kv_heads)  # (B, S_new, D) -> (B, Hkv, S_new, E)
         v = split_heads(self.v_proj(value), self.num_kv_heads)  # (B, S_new, D) -> (B, Hkv, S_new, E)
@@ -164,24 +166,49 @@ class MultiHeadAttention(nn.Module):
         return self.out_proj(merge_heads(out)), weights  # (B, H, L, E) -> (B, L, D)
 
     def _check_input(self, name: str, x) -> None:
+        """Raise unless ``x`` is ``(B, T, embed_dim)``, ``T >= 1``, on the parameters' device
+        and in their dtype (blocks check their ``x`` and ``memory`` with it too)."""
         check_tensor(name, x, min_dim=3)
         if x.dim() != 3 or x.size(-1) != self.embed_dim:
             raise ValueError(f"{name} must have shape (B, T, embed_dim={self.embed_dim}), "
                              f"got {tuple(x.shape)}")
+        if x.size(1) == 0:
+            raise ValueError(f"{name} is an empty sequence: shape {tuple(x.shape)} needs T >= 1")
+        weight = self.q_proj.weight
+        check_device(name, x, weight.device, "the module's parameters")
+        check_dtype(name, x, weight.dtype, "the module's parameters")
 
-    def _check_inputs(self, query, key, value, attn_mask) -> None:
+    def _check_mask(self, name: str, attn_mask, B: int, L: int, S: int | None) -> None:
+        """Raise unless ``attn_mask`` is None or a bool/float mask on the parameters' device
+        that broadcasts to ``(B, H, L, S)`` (``S`` None: not known before the cache is read,
+        so only B, H and L are checked). A mask of 3 dims is refused: a padding mask
+        ``(B, 1, S)`` would broadcast as ``(H, L, S)`` and give padded keys weight."""
+        if attn_mask is None:
+            return
+        if isinstance(attn_mask, torch.Tensor) and attn_mask.dim() == 3:
+            raise ValueError(
+                f"{name} of shape {tuple(attn_mask.shape)} has 3 dims; MultiHeadAttention's masks "
+                f"broadcast to (B, num_heads, L, S), so a padding mask (B, 1, S) would be read as "
+                f"(num_heads, L, S). Add the head axis: {name}.unsqueeze(1) gives (B, 1, 1, S) "
+                f"({name}.unsqueeze(0) for a per-head bias (num_heads, L, S))")
+        if S is None and isinstance(attn_mask, torch.Tensor) and attn_mask.dim() > 0:
+            S = attn_mask.size(-1)
+        check_attn_mask(attn_mask, (B, self.num_heads, L, S or 1), self.q_proj.weight.device, name)
+
+    def _check_inputs(self, query, key, value, attn_mask, kv_cache) -> None:
         """Raise unless the inputs are ``(B, L, D)``, ``(B, S, D)``, ``(B, S, D)`` on the
-        parameters' device, with the mask there too."""
+        parameters' device and in their dtype, the mask broadcasts to ``(B, H, L, S)`` there
+        (S counting the cache), and ``kv_cache`` is a head cache."""
         for name, x in (("query", query), ("key", key), ("value", value)):
             self._check_input(name, x)
         if key.shape[:2] != value.shape[:2] or key.size(0) != query.size(0):
             raise ValueError(f"query {tuple(query.shape)}, key {tuple(key.shape)} and value "
                              f"{tuple(value.shape)} must share B, and key/value must share S")
-        device = self.q_proj.weight.device
-        for name, x in (("query", query), ("key", key), ("value", value)):
-            check_device(name, x, device, "the module's parameters")
-        if isinstance(attn_mask, torch.Tensor):
-            check_device("attn_mask", attn_mask, device, "the inputs")
+        if kv_cache is not None and not isinstance(kv_cache, HeadCache):
+            raise TypeError(f"kv_cache must be a head cache (KVCache, RollingKVCache: "
+                            f"layer.new_cache(B, max_len)) or None, got {type(kv_cache).__name__}")
+        S = key.size(1) if kv_cache is None else None
+        self._check_mask("attn_mask", attn_mask, query.size(0), query.size(1), S)
 
     def _rotate(self, q: torch.Tensor, k: torch.Tensor, past: int) -> tuple[torch.Tensor, torch.Tensor]:
         """RoPE on ``q (B, H, L, E)`` and the new keys ``k (B, Hkv, S_new, E)`` at their
