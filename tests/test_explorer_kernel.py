@@ -1,15 +1,32 @@
 """Explorers in a live kernel and on the website: moving a control changes the figure's
-data in place; a live kernel renders only the frame it shows; the website build gets
-every frame and the player."""
+data in place and replaces the figure's own output (so a saved notebook keeps the
+figure the reader left); named choices are drop-downs that show a name whole; a live
+kernel renders only the frame it shows; the website build gets every frame and the
+player, and nothing else."""
 
+import base64
 import json
 import re
 from importlib.resources import files
 
+import ipywidgets as widgets
 import numpy as np
 import pytest
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.display import display
+from IPython.utils.capture import capture_output
 
-from attention_core.book.explorers import Explorer, basics_explorer, engine
+from attention_core.book.explorers import (
+    Explorer,
+    basics_explorer,
+    engine,
+    kv_memory_explorer,
+    kv_sharing_explorer,
+    positional_explorer,
+    scaling_explorer,
+    sparse_mask_explorer,
+    tiling_explorer,
+)
 from attention_core.models.site_build import WEBSITE_BUILD_ENV
 from attention_core.models.toy_tasks import tokenize
 
@@ -21,6 +38,25 @@ def explorer():
     return basics_explorer(tokenize("the cat sat on the mat because it was tired"))
 
 
+@pytest.fixture
+def kernel(monkeypatch):
+    """An IPython shell, so that ``display`` publishes outputs (captured by
+    ``capture_output``) as in a reader's kernel."""
+    monkeypatch.delenv(WEBSITE_BUILD_ENV, raising=False)
+    return InteractiveShell.instance()
+
+
+def shown(explorer) -> list:
+    """The outputs a cell ending in ``explorer`` gives (IPython's display of its value)."""
+    with capture_output() as captured:
+        display(explorer)
+    return captured.outputs
+
+
+def png(output) -> bytes:
+    return base64.b64decode(output.data["image/png"])
+
+
 def heatmap_data(explorer):
     return np.array(explorer.figure.axes[0].images[0].get_array())
 
@@ -28,7 +64,7 @@ def heatmap_data(explorer):
 def test_moving_a_slider_updates_the_same_figure(explorer):
     widget = explorer.widget()
     figure, image_artist = explorer.figure, explorer.figure.axes[0].images[0]
-    temperature, length = widget.sliders
+    temperature, length = widget.controls
     before_png, before_data = widget.image.value, heatmap_data(explorer)
     temperature.value = 0.25  # as a reader dragging the slider would
     assert explorer.figure is figure and explorer.figure.axes[0].images[0] is image_artist
@@ -43,30 +79,113 @@ def test_moving_a_slider_updates_the_same_figure(explorer):
 
 
 def test_sliders_show_human_labels_in_full(explorer):
-    sliders = explorer.widget().sliders
-    assert [s.description for s in sliders] == ["temperature τ", "tokens shown"]
-    assert all(s.style.description_width == "initial" for s in sliders)  # never cut to "temperat..."
+    controls = explorer.widget().controls
+    assert [c.description for c in controls] == ["temperature τ", "tokens shown"]
+    assert all(c.style.description_width == "initial" for c in controls)  # never cut to "temperat..."
 
 
-def test_a_live_kernel_renders_only_the_frame_it_shows(monkeypatch):
-    monkeypatch.delenv(WEBSITE_BUILD_ENV, raising=False)
+def test_a_live_kernel_shows_the_controls_and_the_figure_as_its_own_output(kernel, monkeypatch):
     encoded = []
     real = engine.png_bytes
     monkeypatch.setattr(engine, "png_bytes", lambda fig, small=False, draw=True:
                         encoded.append((small, draw)) or real(fig, small, draw))
     live = basics_explorer(tokenize("the cat sat on the mat"))
-    bundle = live._repr_mimebundle_()
-    # one frame for the widget, from the canvas already drawn for the layout; none for the website
+    controls, figure = shown(live)
+    # one frame, from the canvas already drawn for the layout; none for the website
     assert encoded == [(False, False)]
-    assert bundle[WIDGET_VIEW]["model_id"] == live.widget().model_id
-    assert "ac-frames" not in bundle["text/html"] and bundle["text/html"].count("<img") == 1
-    assert bundle["text/plain"] == "Explorer(temperature τ, tokens shown)"
+    # the controls: a widget view, and without a widget manager a sentence saying what they are
+    assert set(controls.data) == {WIDGET_VIEW, "text/plain"}
+    assert controls.data[WIDGET_VIEW]["model_id"] == live.widget().model_id
+    assert controls.data["text/plain"].startswith("Explorer controls: temperature τ, tokens shown. "
+                                                  "Run the cell to move them")
+    # the figure: a plain image (no widget: a saved notebook keeps it), its alt text, its size
+    assert set(figure.data) == {"image/png", "text/plain"}
+    assert png(figure) == live.current_png() and png(figure).startswith(b"\x89PNG")
+    assert figure.data["text/plain"] == live.describe()
+    assert "temperature τ 1.0, tokens shown 6" in figure.data["text/plain"]
+    assert figure.metadata == {"image/png": {"width": 720, "height": 340}}
+    assert figure.transient["display_id"] and not figure.update
+    assert "Explorer(" not in controls.data["text/plain"] + figure.data["text/plain"]
+
+
+def test_moving_a_control_replaces_the_figure_output(kernel):
+    live = basics_explorer(tokenize("the cat sat on the mat"))
+    with capture_output() as captured:
+        display(live)
+        first = live.current_png()
+        live.widget().controls[0].value = 0.25  # as a reader dragging the slider
+        live.widget().controls[1].value = 3
+    _, figure, *updates = captured.outputs
+    assert len(updates) == 2, "one update per move, nothing else"
+    for update in updates:  # the same output, replaced (update_display_data), not a new one
+        assert update.update and update.transient == figure.transient
+        assert set(update.data) == {"image/png", "text/plain"} and update.metadata == figure.metadata
+    assert png(updates[0]) != first and png(updates[1]) != png(updates[0])
+    assert png(updates[-1]) == live.current_png() == live.widget().image.value
+    assert "temperature τ 0.25, tokens shown 3" in updates[-1].data["text/plain"]
+
+
+def test_a_dependent_control_moves_once(kernel):
+    live = tiling_explorer()
+    with capture_output() as captured:
+        display(live)
+        seq_len, block, done = live.widget().controls
+        block.value = 8  # key blocks read: 1 .. 2 now
+    updates = captured.outputs[2:]
+    assert len(updates) == 1 and list(done.options) == [("1", 1), ("2", 2)] and done.value == 2
+    assert png(updates[0]) == live.current_png()
+
+
+def test_an_explorer_not_yet_shown_sends_nothing(kernel, explorer):
+    with capture_output() as captured:
+        explorer.widget().controls[0].value = 2.0
+        explorer.widget().controls[0].value = 1.0
+    assert captured.outputs == [] and captured.stdout == ""
+
+
+@pytest.mark.parametrize("make", [kv_memory_explorer, sparse_mask_explorer, scaling_explorer],
+                         ids=["ch12", "ch8", "ch2"])
+def test_named_choices_are_dropdowns_that_show_the_whole_name(make):
+    """A slider's readout cuts a long name ("GQA-8 + window + sinks") in JupyterLab; a
+    drop-down as wide as its longest name shows it whole, in ipywidgets 7 and 8."""
+    live = make()
+    for name, control in zip(live.controls, live.widget().controls):
+        values = live.controls[name]
+        if all(isinstance(v, str) for v in values):
+            assert isinstance(control, widgets.Dropdown), name
+            assert [label for label, _ in control.options] == values
+            assert control.layout.width == "max-content" and control.layout.max_width == "100%"
+        else:
+            assert isinstance(control, widgets.SelectionSlider), name
+
+
+@pytest.mark.parametrize("make", [lambda: basics_explorer(tokenize("the cat sat on the mat")),
+                                  scaling_explorer, positional_explorer, kv_sharing_explorer,
+                                  kv_memory_explorer, tiling_explorer, sparse_mask_explorer])
+def test_slider_readouts_fit(make):
+    """Numbers stay sliders; their longest readout ("10000.0", "262144") fits the
+    readout's box (a tiny width to half an input's, about 10 characters at 13 px)."""
+    live = make()
+    for control in live.widget().controls:
+        if isinstance(control, widgets.SelectionSlider):
+            assert control.readout and max(len(label) for label, _ in control.options) <= 8, control.options
+
+
+def test_the_kernel_repr_is_the_figure(kernel, explorer):
+    data, metadata = explorer._repr_mimebundle_()
+    assert base64.b64decode(data["image/png"]) == explorer.current_png()
+    assert data["text/plain"] == explorer.describe()
+    assert repr(explorer) == "Explorer(temperature τ, tokens shown)"
 
 
 def test_the_website_build_gets_every_frame_and_the_player(monkeypatch, explorer):
     monkeypatch.setenv(WEBSITE_BUILD_ENV, "1")
-    bundle = explorer._repr_mimebundle_()
-    assert WIDGET_VIEW not in bundle, "the website has no widget manager"
+    InteractiveShell.instance()
+    outputs = shown(explorer)
+    assert len(outputs) == 1, "the website gets the static explorer and no image or widget output"
+    bundle = outputs[0].data
+    assert set(bundle) == {"text/html", "text/plain"}, "the website has no widget manager"
+    assert bundle["text/plain"] == "Explorer(temperature τ, tokens shown)"
     page = bundle["text/html"]
     data = json.loads(re.search(r'class="ac-frames">(.*?)</script>', page).group(1))
     assert set(data["layouts"]) == {"wide", "narrow"}  # a desktop's and a phone's

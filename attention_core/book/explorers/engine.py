@@ -12,14 +12,17 @@ An explorer is three small things:
   before it giving those values (a range that depends on another control, like the
   number of key blocks for a block size).
 
-Its notebook output carries one of two views:
+A chapter shows an explorer one way, as the value of its cell; IPython then calls
+:meth:`Explorer._ipython_display_`, which gives one of two views:
 
-* in a live kernel (Jupyter, Colab, Binder): the ipywidgets view
-  (:mod:`~attention_core.book.explorers.live`), which renders the one frame it shows, in
-  the wide layout;
+* in a live kernel (Jupyter, Colab, Binder): the live view
+  (:mod:`~attention_core.book.explorers.live`), the ipywidgets controls and under them
+  the figure as a plain image output that each move replaces, so a saved notebook
+  keeps the figure the reader left; it renders only the frame it shows, in the wide
+  layout;
 * when the book's website is built: the static view
-  (:mod:`~attention_core.book.explorers.static`), every frame rendered once in both
-  layouts and swapped by a small player script, when
+  (:mod:`~attention_core.book.explorers.static`), one ``text/html`` output with every
+  frame rendered once in both layouts and swapped by a small player script, when
   :func:`~attention_core.models.site_build.building_website` says the kernel builds the
   website; nothing needs to be set in a reader's kernel.
 """
@@ -31,6 +34,8 @@ import math
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Callable  # noqa: UP035 (Sphinx resolves typing.Callable in the Draw alias)
 
+from IPython.display import display
+
 from ...models.site_build import building_website
 from ..render import (
     FIGSIZE,
@@ -41,8 +46,8 @@ from ..render import (
     layout_rc,
     png_bytes,
 )
-from .live import widget_view, widget_view_mimebundle
-from .static import snapshot_html, static_html
+from . import live
+from .static import static_html
 
 Draw = Callable[..., Callable[..., None]]
 """``draw(fig, layout="wide") -> update``: draws the fixed parts of a figure, returns
@@ -233,21 +238,31 @@ class Explorer:
         return f"{self.alt} Shown: {state}."
 
     def widget(self):
-        """The live ipywidgets view (ipywidgets 7.7+ and 8), made once."""
+        """The live view's controls (ipywidgets 7.7+ and 8), made once; its ``.image`` is
+        the figure's output (:class:`~attention_core.book.explorers.live.Figure`)."""
         if self._widget is None:
-            self._widget = widget_view(self)
+            self._widget = live.widget_view(self)
         return self._widget
 
     def to_html(self) -> str:
         """The static view: every frame in both layouts, and the player that swaps them."""
         return static_html(self)
 
-    def _repr_mimebundle_(self, include=None, exclude=None):
-        bundle = {"text/plain": f"Explorer({', '.join(self.labels.values())})"}
-        if building_website():
-            bundle["text/html"] = self.to_html()
-            return bundle
-        bundle.update(widget_view_mimebundle(self.widget()))
-        bundle["text/html"] = snapshot_html(self)  # for viewers without a widget manager
-        return bundle
+    def __repr__(self) -> str:
+        return f"Explorer({', '.join(self.labels.values())})"
 
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        """One output: on the website the static view (``text/html``), in a kernel the
+        figure as it is now (``image/png`` and its alt text)."""
+        if building_website():
+            return {"text/plain": repr(self), "text/html": self.to_html()}
+        return self.widget().image.bundle()
+
+    def _ipython_display_(self):
+        """How IPython shows an explorer (a cell's value, or ``display``): the website's
+        static view as one output, or in a kernel the controls and, in an output of its
+        own, the figure (:func:`~attention_core.book.explorers.live.show`)."""
+        if building_website():
+            display(self._repr_mimebundle_(), raw=True)
+        else:
+            live.show(self, self.widget())

@@ -133,10 +133,3 @@ def static_html(explorer) -> str:
             f'<script>{player_js()}(document.getElementById({json.dumps(dom_id)}));</script>'
             f'</div>')
 
-
-def snapshot_html(explorer) -> str:
-    """One frame, as it is now: what a notebook viewer without widgets shows."""
-    width, height = explorer.layout("wide").size
-    return (f'<img class="ac-snapshot" alt="{html.escape(explorer.describe())}" '
-            f'width="{width}" height="{height}" style="max-width:100%;height:auto" '
-            f'src="{data_uri(explorer.current_png())}">')
