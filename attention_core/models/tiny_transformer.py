@@ -129,7 +129,8 @@ class TinyTransformer(nn.Module):
         bias = POSITIONAL[self.positional].score_bias
         if bias is None:
             return None
-        return bias(self.num_heads, T, device=like.device, dtype=like.dtype).unsqueeze(0)  # (H, T, T) -> (1, H, T, T)
+        bias = bias(self.num_heads, T, device=like.device, dtype=like.dtype)  # (H, T, T)
+        return bias.unsqueeze(0)  # (H, T, T) -> (1, H, T, T)
 
     def forward(self, x: torch.Tensor):
         """``x (B, T)`` -> ``(logits (B, T, num_outputs, vocab_size), [weights (B, H, T, T) per layer])``."""

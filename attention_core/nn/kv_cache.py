@@ -20,7 +20,7 @@ from typing import Protocol, runtime_checkable
 
 import torch
 
-from ._checks import check_device, check_positive_int
+from ._checks import check_device, check_dtype, check_float_dtype, check_positive_int, check_tensor
 
 
 @runtime_checkable
@@ -54,16 +54,28 @@ class HeadCache(Cache, Protocol):
         ...
 
 
-def _check_new_kv(k: torch.Tensor, v: torch.Tensor, buffer: torch.Tensor, cache: str) -> None:
-    """Raise unless ``k`` and ``v`` are ``(B, Hkv, T, E)`` with the ``(B, Hkv, E)`` of the
-    cache's ``buffer (B, Hkv, slots, E)``, on its device."""
-    B, Hkv, _, E = k.shape
-    expected = buffer.shape[:2] + buffer.shape[3:]
-    if (B, Hkv, E) != expected or v.shape != k.shape:
-        raise ValueError(f"k {tuple(k.shape)} and v {tuple(v.shape)} must be "
-                         f"(B, Hkv, T, E) with (B, Hkv, E) = {tuple(expected)}")
+def check_new_entries(k, v, layout: dict[str, int | None], buffer: torch.Tensor, cache: str) -> None:
+    """Raise unless ``k`` and ``v`` are floating-point tensors of one shape with the axes of
+    ``layout`` (name -> size; None for the new tokens' axis ``T``, which must be >= 1), on the
+    cache's ``buffer``'s device and in its dtype. A head cache's layout is ``(B, Hkv, T, E)``."""
+    for name, x in (("k", k), ("v", v)):
+        check_tensor(name, x, min_dim=len(layout))
+    fixed = {n: size for n, size in layout.items() if size is not None}
+    shape = dict(zip(layout, k.shape))
+    if k.dim() != len(layout) or any(shape[n] != size for n, size in fixed.items()) or v.shape != k.shape:
+        raise ValueError(f"k {tuple(k.shape)} and v {tuple(v.shape)} must be ({', '.join(layout)}) "
+                         f"with ({', '.join(fixed)}) = {tuple(fixed.values())}")
+    if shape["T"] == 0:
+        raise ValueError(f"k {tuple(k.shape)} holds no token: append T >= 1 positions")
     for name, x in (("k", k), ("v", v)):
         check_device(name, x, buffer.device, f"the cache ({cache}(..., device=...))")
+        check_dtype(name, x, buffer.dtype, f"the cache ({cache}(..., dtype=...))")
+
+
+def _head_layout(buffer: torch.Tensor) -> dict[str, int | None]:
+    """``(B, Hkv, T, E)``: what a head cache with ``buffer (B, Hkv, slots, E)`` appends."""
+    B, Hkv, _, E = buffer.shape
+    return {"B": B, "Hkv": Hkv, "T": None, "E": E}
 
 
 class KVCache(HeadCache):
@@ -81,6 +93,7 @@ class KVCache(HeadCache):
         for name, value in (("batch_size", batch_size), ("num_kv_heads", num_kv_heads),
                             ("head_dim", head_dim), ("max_len", max_len)):
             check_positive_int(name, value)
+        check_float_dtype("dtype", dtype)
         shape = (batch_size, num_kv_heads, max_len, head_dim)
         self.keys = torch.zeros(shape, dtype=dtype, device=device)
         self.values = torch.zeros(shape, dtype=dtype, device=device)
@@ -88,7 +101,7 @@ class KVCache(HeadCache):
 
     def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Add ``k``, ``v (B, Hkv, T, E)``; return all keys and values ``(B, Hkv, S, E)``."""
-        _check_new_kv(k, v, self.keys, "KVCache")
+        check_new_entries(k, v, _head_layout(self.keys), self.keys, "KVCache")
         T = k.size(2)
         if self.length + T > self.keys.size(2):
             raise ValueError(f"cache full: {self.length} + {T} new positions exceed "
@@ -175,6 +188,7 @@ class RollingKVCache(HeadCache):
                             ("head_dim", head_dim), ("window", window)):
             check_positive_int(name, value)
         check_positive_int("num_sinks", num_sinks, minimum=0)
+        check_float_dtype("dtype", dtype)
         self.window, self.num_sinks = window, num_sinks
         shape = (batch_size, num_kv_heads, num_sinks + window, head_dim)  # sinks, then the ring
         self.keys = torch.zeros(shape, dtype=dtype, device=device)
@@ -208,7 +222,7 @@ class RollingKVCache(HeadCache):
     def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Add ``k``, ``v (B, Hkv, T, E)``; return the keys and values the new tokens may
         see, oldest first, ``(B, Hkv, S, E)`` with ``S <= num_sinks + window - 1 + T``."""
-        _check_new_kv(k, v, self.keys, "RollingKVCache")
+        check_new_entries(k, v, _head_layout(self.keys), self.keys, "RollingKVCache")
         T = k.size(2)
         old = torch.tensor([self.slot(p) for p in self.cached_positions()], dtype=torch.long,
                            device=self.keys.device)

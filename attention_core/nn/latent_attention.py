@@ -33,7 +33,14 @@ import math
 import torch
 from torch import nn
 
-from ._checks import check_device, check_positive_int, check_tensor
+from ._checks import (
+    check_attn_mask,
+    check_device,
+    check_dtype,
+    check_float_dtype,
+    check_positive_int,
+    check_tensor,
+)
 from .functional import scaled_dot_product_attention
 from .heads import merge_heads, split_heads
 from .kv_cache import Cache, crop_length
@@ -57,6 +64,7 @@ class LatentKVCache(Cache):
                             ("max_len", max_len)):
             check_positive_int(name, value)
         check_positive_int("rope_dim", rope_dim, minimum=0)
+        check_float_dtype("dtype", dtype)
         self.kv_latent_dim, self.rope_dim = kv_latent_dim, rope_dim
         self.buffer = torch.zeros(batch_size, max_len, kv_latent_dim + rope_dim, dtype=dtype, device=device)
         self.length = 0
@@ -83,14 +91,19 @@ class LatentKVCache(Cache):
     def append(self, latent: torch.Tensor, rope_key: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Add ``latent (B, T, kv_latent_dim)`` and ``rope_key (B, T, rope_dim)``; return
         all cached latents ``(B, S, kv_latent_dim)`` and rotary keys ``(B, S, rope_dim)`` (views)."""
+        for name, x in (("latent", latent), ("rope_key", rope_key)):
+            check_tensor(name, x, min_dim=3)
         B, T = latent.shape[:2]
         width = (self.kv_latent_dim, self.rope_dim)
-        if (B, latent.size(-1), rope_key.size(-1)) != (self.buffer.size(0), *width) \
-                or rope_key.shape[:2] != (B, T):
+        if latent.dim() != 3 or rope_key.dim() != 3 or (B, latent.size(-1), rope_key.size(-1)) \
+                != (self.buffer.size(0), *width) or rope_key.shape[:2] != (B, T):
             raise ValueError(f"latent {tuple(latent.shape)} and rope_key {tuple(rope_key.shape)} must be "
                              f"(B={self.buffer.size(0)}, T, {width[0]}) and (B, T, {width[1]})")
+        if T == 0:
+            raise ValueError(f"latent {tuple(latent.shape)} holds no token: append T >= 1 positions")
         for name, x in (("latent", latent), ("rope_key", rope_key)):
             check_device(name, x, self.buffer.device, "the cache")
+            check_dtype(name, x, self.buffer.dtype, "the cache")
         if self.length + T > self.buffer.size(1):
             raise ValueError(f"cache full: {self.length} + {T} new positions exceed "
                              f"max_len={self.buffer.size(1)}")
@@ -164,10 +177,7 @@ class MultiHeadLatentAttention(nn.Module):
         path (scores and values in latent space); ``False`` up-projects every cached
         latent to per-head keys and values. Both give the same result.
         """
-        check_tensor("x", x, min_dim=3)
-        if x.dim() != 3 or x.size(-1) != self.embed_dim:
-            raise ValueError(f"x must have shape (B, T, embed_dim={self.embed_dim}), got {tuple(x.shape)}")
-        check_device("x", x, self.kv_down.weight.device, "the module's parameters")
+        self._check_inputs(x, attn_mask, kv_cache)
         B, L, _ = x.shape
         H, E, R = self.num_heads, self.head_dim, self.rope_dim
         past = 0 if kv_cache is None else kv_cache.length
@@ -183,6 +193,25 @@ class MultiHeadLatentAttention(nn.Module):
         path = self._absorbed if absorb else self._naive
         out, weights = path(q_content, q_rope, latent, k_rope, attn_mask, is_causal, scale)  # (B, H, L, E)
         return self.out_proj(merge_heads(out)), weights  # (B, L, D), (B, H, L, S)
+
+    def _check_inputs(self, x, attn_mask, kv_cache) -> None:
+        """Raise unless ``x`` is ``(B, L, embed_dim)``, ``L >= 1``, on the parameters' device
+        and in their dtype, ``attn_mask`` a bool/float mask there that broadcasts to
+        ``(B, H, L, S)``, and ``kv_cache`` a :class:`LatentKVCache` (or None)."""
+        check_tensor("x", x, min_dim=3)
+        if x.dim() != 3 or x.size(-1) != self.embed_dim:
+            raise ValueError(f"x must have shape (B, T, embed_dim={self.embed_dim}), got {tuple(x.shape)}")
+        if x.size(1) == 0:
+            raise ValueError(f"x is an empty sequence: shape {tuple(x.shape)} needs T >= 1")
+        weight = self.kv_down.weight
+        check_device("x", x, weight.device, "the module's parameters")
+        check_dtype("x", x, weight.dtype, "the module's parameters")
+        if kv_cache is not None and not isinstance(kv_cache, LatentKVCache):
+            raise TypeError(f"kv_cache must be a LatentKVCache (mla.new_cache(B, max_len)) or None, "
+                            f"got {type(kv_cache).__name__}")
+        if attn_mask is not None:
+            S = x.size(1) + (0 if kv_cache is None else kv_cache.length)
+            check_attn_mask(attn_mask, (x.size(0), self.num_heads, x.size(1), S), weight.device)
 
     def _naive(self, q_content, q_rope, latent, k_rope, attn_mask, is_causal, scale):
         """Up-project every latent to per-head keys and values, then plain attention."""

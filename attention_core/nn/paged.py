@@ -18,9 +18,9 @@ import math
 
 import torch
 
-from ._checks import check_device, check_positive_int, check_tensor
+from ._checks import check_device, check_float_dtype, check_positive_int, check_tensor
 from .heads import grouped_query_attention
-from .kv_cache import Cache
+from .kv_cache import Cache, check_new_entries
 
 
 class PagedKVCache(Cache):
@@ -43,6 +43,7 @@ class PagedKVCache(Cache):
         for name, value in (("num_blocks", num_blocks), ("block_size", block_size),
                             ("num_kv_heads", num_kv_heads), ("head_dim", head_dim)):
             check_positive_int(name, value)
+        check_float_dtype("dtype", dtype)
         self.block_size = block_size
         shape = (num_blocks, num_kv_heads, block_size, head_dim)
         self.keys = torch.zeros(shape, dtype=dtype, device=device)
@@ -88,13 +89,8 @@ class PagedKVCache(Cache):
         """Add ``k``, ``v (Hkv, T, E)`` at the end of sequence ``seq``, taking blocks from
         the pool as it grows (``ValueError`` when the pool runs dry)."""
         table = self._table(seq)
-        check_tensor("k", k, min_dim=3)
-        expected = (self.keys.size(1), self.keys.size(3))
-        if k.dim() != 3 or (k.size(0), k.size(2)) != expected or v.shape != k.shape:
-            raise ValueError(f"k {tuple(k.shape)} and v {tuple(v.shape)} must be (Hkv, T, E) "
-                             f"with (Hkv, E) = {expected}")
-        for name, x in (("k", k), ("v", v)):
-            check_device(name, x, self.keys.device, "the pool (PagedKVCache(..., device=...))")
+        layout = {"Hkv": self.keys.size(1), "T": None, "E": self.keys.size(3)}
+        check_new_entries(k, v, layout, self.keys, "PagedKVCache")
         start, T = self.lengths[seq], k.size(1)
         needed = math.ceil((start + T) / self.block_size) - len(table)
         if needed > len(self.free_blocks):
@@ -146,6 +142,27 @@ class PagedKVCache(Cache):
         return self.block_size * sum(len(t) for t in self.block_tables.values())
 
 
+def _check_paged_inputs(query, cache, seqs) -> list[int]:
+    """Raise unless ``cache`` is a :class:`PagedKVCache`, ``seqs`` a non-empty list of its
+    live sequences, and ``query (B, H, L, E)`` one row per sequence, on the pool's device;
+    return ``seqs`` as a list."""
+    if not isinstance(cache, PagedKVCache):
+        raise TypeError(f"cache must be a PagedKVCache, got {type(cache).__name__}")
+    if isinstance(seqs, (str, bytes)) or not hasattr(seqs, "__iter__"):
+        raise TypeError(f"seqs must be a list of sequence ids (cache.add_sequence()), got {seqs!r}")
+    seqs = list(seqs)
+    if not seqs:
+        raise ValueError("seqs must name at least one sequence, got none")
+    for seq in seqs:
+        cache._table(seq)  # a ValueError naming an id that is not live
+    check_tensor("query", query, min_dim=4)
+    E = cache.keys.size(-1)
+    if query.dim() != 4 or query.size(0) != len(seqs) or query.size(-1) != E or query.size(2) == 0:
+        raise ValueError(f"query must be (B={len(seqs)}, H, L, E={E}) with L >= 1, got {tuple(query.shape)}")
+    check_device("query", query, cache.keys.device, "the pool (PagedKVCache(..., device=...))")
+    return seqs
+
+
 def paged_attention(query: torch.Tensor, cache: PagedKVCache, seqs, is_causal: bool = False
                     ) -> tuple[torch.Tensor, torch.Tensor]:
     """Attention of ``query (B, H, L, E)``, the last L positions of each of the B
@@ -156,10 +173,8 @@ def paged_attention(query: torch.Tensor, cache: PagedKVCache, seqs, is_causal: b
     with ``is_causal``, ``j <= lengths[b] - L + i`` for query ``i``). Returns
     ``(output (B, H, L, E), weights (B, H, L, S))``, S the longest sequence padded to blocks.
     """
-    check_tensor("query", query, min_dim=4)
+    seqs = _check_paged_inputs(query, cache, seqs)
     keys, values, lengths = cache.gather(seqs)  # (B, Hkv, S, E), (B,)
-    if query.dim() != 4 or query.size(0) != len(seqs) or query.size(-1) != keys.size(-1):
-        raise ValueError(f"query must be (B={len(seqs)}, H, L, E={keys.size(-1)}), got {tuple(query.shape)}")
     L, S = query.size(2), keys.size(2)
     j = torch.arange(S, device=keys.device).view(1, 1, S)  # (1, 1, S)
     visible = j < lengths.view(-1, 1, 1)  # (B, 1, S): this sequence's tokens, not padding
