@@ -236,13 +236,15 @@ def _llama_args(layer: nn.Module) -> dict:
                                                         "rope_type": "default"}
     heads = config.num_attention_heads
     problems = {"hidden_act must be 'silu'": config.hidden_act != "silu",
-                "rope_type must be 'default' (no RoPE scaling)": rope.get("rope_type", "default") != "default",
+                "rope_type must be 'default' (no RoPE scaling)":
+                    rope.get("rope_type", "default") != "default",
                 "head_dim must be hidden_size / num_attention_heads":
                     layer.self_attn.head_dim * heads != config.hidden_size,
                 "attention_dropout must be 0": config.attention_dropout != 0,
                 "attention_bias and mlp_bias must agree": config.attention_bias != config.mlp_bias}
     if any(problems.values()):
-        raise ValueError("cannot copy this LlamaDecoderLayer: " + "; ".join(p for p, bad in problems.items() if bad))
+        raise ValueError("cannot copy this LlamaDecoderLayer: "
+                         + "; ".join(p for p, bad in problems.items() if bad))
     weight = layer.self_attn.q_proj.weight
     return {"embed_dim": config.hidden_size, "num_heads": heads, "ff_dim": config.intermediate_size,
             "activation": "swiglu", "num_kv_heads": config.num_key_value_heads, "rope": True,
