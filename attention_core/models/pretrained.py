@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from ..nn._checks import check_tensor
+from ..nn._checks import check_device, check_tensor
 from ..nn.block import TransformerBlock
 
 MODEL_FILES = ("config.json", "model.safetensors", "tokenizer.json")
@@ -114,22 +114,38 @@ class BertEncoder(nn.Module):
              + self.token_type_embeddings.weight[0])  # (B, T, D): one segment only
         return self.embedding_norm(x)
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None
-                ) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        """``input_ids (B, T)`` (and ``attention_mask (B, T)``, 1 for a real token) ->
-        ``(last_hidden_state (B, T, D), attentions)``, one ``(B, H, T, T)`` per layer."""
+    def _check_inputs(self, input_ids, attention_mask) -> None:
+        """Raise unless ``input_ids (B, T)`` are integer ids in ``[0, vocab_size)``, ``1 <= T <=
+        max_positions``, on the parameters' device (an id out of range would index past the
+        embedding table), and ``attention_mask`` is None or a tensor of their shape there."""
         if not isinstance(input_ids, torch.Tensor):
             raise TypeError(f"input_ids must be a tensor of token ids, got {type(input_ids).__name__}")
         if input_ids.dim() != 2 or input_ids.size(1) == 0 or input_ids.size(1) > self.max_positions:
             raise ValueError(f"input_ids must have shape (B, T) with 1 <= T <= "
                              f"{self.max_positions}, got {tuple(input_ids.shape)}")
-        if input_ids.is_floating_point() or input_ids.is_complex():
+        if input_ids.is_floating_point() or input_ids.is_complex() or input_ids.dtype == torch.bool:
             raise TypeError(f"input_ids must hold integer token ids, got dtype {input_ids.dtype}")
+        device = self.word_embeddings.weight.device
+        check_device("input_ids", input_ids, device, "the model's parameters")
+        vocab_size = self.word_embeddings.num_embeddings
+        low, high = (0, 0) if device.type == "meta" else (input_ids.min().item(), input_ids.max().item())
+        if low < 0 or high >= vocab_size:
+            raise ValueError(f"input_ids must lie in [0, vocab_size={vocab_size}), "
+                             f"got ids from {low} to {high}")
+        if attention_mask is not None:
+            if not isinstance(attention_mask, torch.Tensor) or attention_mask.shape != input_ids.shape:
+                got = attention_mask.shape if isinstance(attention_mask, torch.Tensor) else attention_mask
+                raise ValueError(f"attention_mask must be a tensor of the shape of input_ids "
+                                 f"{tuple(input_ids.shape)}, got {got}")
+            check_device("attention_mask", attention_mask, device, "the model's parameters")
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None
+                ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """``input_ids (B, T)`` (and ``attention_mask (B, T)``, 1 for a real token) ->
+        ``(last_hidden_state (B, T, D), attentions)``, one ``(B, H, T, T)`` per layer."""
+        self._check_inputs(input_ids, attention_mask)
         attn_mask = None
         if attention_mask is not None:
-            if tuple(attention_mask.shape) != tuple(input_ids.shape):
-                raise ValueError(f"attention_mask must have the shape of input_ids "
-                                 f"{tuple(input_ids.shape)}, got {tuple(attention_mask.shape)}")
             attn_mask = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T): real keys
         x = self.embed(input_ids)  # (B, T, D)
         attentions = []

@@ -27,7 +27,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ._checks import check_device, check_positive_int, check_tensor
+from ._checks import check_device, check_dtype, check_positive_int, check_tensor
 from .functional import softmax
 
 
@@ -36,6 +36,7 @@ class AdditiveScore(nn.Module):
 
     def __init__(self, query_dim: int, key_dim: int, attn_dim: int):
         super().__init__()
+        self.query_dim, self.key_dim = query_dim, key_dim
         self.W_s = nn.Linear(query_dim, attn_dim, bias=False)
         self.W_h = nn.Linear(key_dim, attn_dim, bias=False)
         self.v = nn.Linear(attn_dim, 1, bias=False)
@@ -53,6 +54,7 @@ class DotScore(nn.Module):
         super().__init__()
         if query_dim != key_dim:
             raise ValueError(f"the dot score needs query_dim == key_dim, got {query_dim} and {key_dim}")
+        self.query_dim, self.key_dim = query_dim, key_dim
 
     def forward(self, query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
         """``query (B, query_dim)``, ``keys (B, S, key_dim)`` -> scores ``(B, S)``."""
@@ -64,6 +66,7 @@ class GeneralScore(nn.Module):
 
     def __init__(self, query_dim: int, key_dim: int, attn_dim: int | None = None):
         super().__init__()
+        self.query_dim, self.key_dim = query_dim, key_dim
         self.W = nn.Linear(key_dim, query_dim, bias=False)  # W e, then the dot with u
 
     def forward(self, query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
@@ -77,6 +80,7 @@ class ConcatScore(nn.Module):
 
     def __init__(self, query_dim: int, key_dim: int, attn_dim: int):
         super().__init__()
+        self.query_dim, self.key_dim = query_dim, key_dim
         self.W = nn.Linear(query_dim + key_dim, attn_dim, bias=False)
         self.v = nn.Linear(attn_dim, 1, bias=False)
 
@@ -104,6 +108,35 @@ def make_score(name: str, query_dim: int, key_dim: int, attn_dim: int | None = N
     return SCORES[name](query_dim, key_dim, attn_dim)
 
 
+def _check_attend(score, query, keys, attn_mask) -> None:
+    """Raise unless ``score`` is a score module, ``query (B, query_dim)`` and ``keys (B, S,
+    key_dim)`` fit it (one dtype, its parameters' too; S >= 1; one device) and ``attn_mask`` is
+    None or a bool ``(B, S)`` on the device of ``keys``."""
+    if not isinstance(score, nn.Module):
+        raise TypeError(f"score must be a score module (make_score(name, ...)), got {type(score).__name__}")
+    check_tensor("query", query, min_dim=2)
+    check_tensor("keys", keys, min_dim=3)
+    widths = getattr(score, "query_dim", query.size(-1)), getattr(score, "key_dim", keys.size(-1))
+    if query.dim() != 2 or keys.dim() != 3 or query.size(0) != keys.size(0) \
+            or (query.size(-1), keys.size(-1)) != widths:
+        raise ValueError(f"query must be (B, query_dim={widths[0]}) and keys (B, S, key_dim={widths[1]}) "
+                         f"with the same B, got query {tuple(query.shape)} and keys {tuple(keys.shape)}")
+    if keys.size(1) == 0:
+        raise ValueError(f"keys is an empty sequence: shape {tuple(keys.shape)} needs S >= 1")
+    check_device("query", query, keys.device, "keys")
+    check_dtype("query", query, keys.dtype, "keys")
+    for name, p in score.named_parameters():
+        check_device("keys", keys, p.device, f"the score's parameters ({name})")
+        check_dtype("keys", keys, p.dtype, f"the score's parameters ({name})")
+    if attn_mask is not None:
+        if not isinstance(attn_mask, torch.Tensor) or attn_mask.dtype != torch.bool \
+                or attn_mask.shape != keys.shape[:2]:
+            raise ValueError(f"attn_mask must be bool of shape (B, S) = {tuple(keys.shape[:2])}, got "
+                             f"{getattr(attn_mask, 'dtype', type(attn_mask).__name__)} "
+                             f"{tuple(getattr(attn_mask, 'shape', ()))}")
+        check_device("attn_mask", attn_mask, keys.device, "keys")
+
+
 def attend(score: nn.Module, query: torch.Tensor, keys: torch.Tensor,
            attn_mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """One step of encoder-decoder attention.
@@ -113,25 +146,19 @@ def attend(score: nn.Module, query: torch.Tensor, keys: torch.Tensor,
         query: decoder state ``(B, query_dim)``.
         keys: encoder states ``(B, S, key_dim)``; they are also the values.
         attn_mask: ``(B, S)`` bool, True at real source tokens (padding gets weight 0), on
-            the device of ``keys``.
+            the device of ``keys``. A row with no real token gets zero weights and a zero
+            context, never NaN.
 
     Returns:
         ``(context (B, key_dim), weights (B, S))``: weights are the softmax of the scores
         over the source, the context their weighted sum of ``keys``.
     """
-    check_tensor("query", query, min_dim=2)
-    check_tensor("keys", keys, min_dim=3)
-    if query.dim() != 2 or keys.dim() != 3 or query.size(0) != keys.size(0):
-        raise ValueError(f"query must be (B, Dq) and keys (B, S, Dk) with the same B, got "
-                         f"query {tuple(query.shape)} and keys {tuple(keys.shape)}")
-    for name, x in (("query", query), ("attn_mask", attn_mask)):
-        if isinstance(x, torch.Tensor):
-            check_device(name, x, keys.device, "keys")
+    _check_attend(score, query, keys, attn_mask)
     scores = score(query, keys)  # (B, S)
     if attn_mask is not None:
-        if attn_mask.shape != scores.shape or attn_mask.dtype != torch.bool:
-            raise ValueError(f"attn_mask must be bool of shape (B, S) = {tuple(scores.shape)}, got "
-                             f"{attn_mask.dtype} {tuple(attn_mask.shape)}")
-        scores = scores.masked_fill(~attn_mask, float("-inf"))
-    weights = softmax(scores, dim=-1)  # (B, S)
+        empty = ~attn_mask.any(-1, keepdim=True)  # (B, 1): rows with no real token
+        scores = scores.masked_fill(~attn_mask | empty, float("-inf")).masked_fill(empty, 0.0)
+        weights = softmax(scores, dim=-1).masked_fill(empty, 0.0)  # (B, S): such rows get zeros
+    else:
+        weights = softmax(scores, dim=-1)  # (B, S)
     return (weights.unsqueeze(1) @ keys).squeeze(1), weights  # (B, key_dim), (B, S)
