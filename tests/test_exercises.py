@@ -230,3 +230,48 @@ def test_checker_reports_exceptions_and_non_functions():
 def test_every_checker_knows_at_least_three_typical_mistakes():
     for checker, _, wrongs in CHECKS:
         assert len(wrongs) >= 3, checker.__name__
+
+
+def _on_meta(fn):
+    """A right answer returned on another device (the ``meta`` device stands for a Colab
+    student's CUDA tensor on this CPU-only machine)."""
+    return lambda *args: fn(*args).to("meta")
+
+
+@pytest.mark.parametrize("checker,correct,wrongs", CHECKS, ids=[c[0].__name__ for c in CHECKS])
+def test_checker_explains_another_device_dtype_tuple_or_type_without_a_traceback(checker, correct, wrongs):
+    answers = {
+        "device": (_on_meta(correct), "is on device meta"),
+        "tuple": (lambda *a: (correct(*a), None), "return only the"),
+        "list": (lambda *a: correct(*a).tolist(), "return a torch.Tensor"),
+        "none": (lambda *a: None, "is a `return` missing?"),
+        "dtype": (lambda *a: correct(*a).to(torch.float16), "dtype torch.float16, expected"),
+    }
+    for kind, (answer, hint) in answers.items():
+        verdict = checker(answer)
+        assert isinstance(verdict, ex.Feedback) and not verdict, (kind, verdict)
+        assert "what differs: " in verdict.message and hint in verdict.message, (kind, verdict.message)
+
+
+def test_a_right_answer_in_a_tuple_or_another_dtype_is_told_its_values_are_right():
+    verdict = ex.check_attention(lambda q, k, v: (attention()(q, k, v), None))
+    assert "(its first element is right)" in verdict.message
+    verdict = ex.check_causal_mask(lambda L: torch.ones(L, L).tril())
+    assert "The values are right." in verdict.message and "expected torch.bool" in verdict.message
+
+
+def test_a_cuda_answer_is_explained(monkeypatch):
+    """A CUDA tensor cannot be built here; one whose device reads as cuda and whose values
+    cannot be read takes the same path as on a Colab GPU."""
+    class Elsewhere(torch.Tensor):
+        @property
+        def device(self):
+            return torch.device("cuda", 0)
+
+    def student(x):
+        return correct_softmax(x).as_subclass(Elsewhere)
+
+    monkeypatch.setattr(ex, "_right_values", lambda got, expected: False)
+    verdict = ex.check_softmax(student)
+    assert not verdict and "on device cuda:0, the inputs on cpu" in verdict.message
+    assert "result.to('cpu')" in verdict.message

@@ -24,6 +24,7 @@ from ..nn.block import TransformerBlock
 from ..nn.delta_rule import delta_rule_attention
 from ..nn.flash import online_softmax
 from ..nn.linear_attention import elu_feature_map, kernel_attention_weights, linear_attention
+from ..nn.norms import rms_norm
 
 
 @dataclass
@@ -48,7 +49,12 @@ class Case:
 
 def _describe(x: Any) -> str:
     if isinstance(x, torch.Tensor):
-        return f"tensor of shape {tuple(x.shape)}, dtype {x.dtype}"
+        where = "" if x.device.type == "cpu" else f", device {x.device}"
+        return f"tensor of shape {tuple(x.shape)}, dtype {x.dtype}{where}"
+    if isinstance(x, (tuple, list)):
+        return f"{type(x).__name__} of {len(x)}: ({', '.join(_describe(y) for y in x[:4])})"
+    if isinstance(x, torch.nn.Module):
+        return type(x).__name__
     return repr(x)
 
 
@@ -58,11 +64,84 @@ def _first_row(x: torch.Tensor) -> list:
 
 
 def _same(got: Any, expected: torch.Tensor) -> bool:
-    if not isinstance(got, torch.Tensor) or got.shape != expected.shape or got.dtype != expected.dtype:
+    """Whether ``got`` is a tensor equal to ``expected``: same shape, dtype and device (a tensor
+    on another device is never compared, so a CUDA answer cannot raise here), close values."""
+    if not isinstance(got, torch.Tensor) or got.shape != expected.shape or got.dtype != expected.dtype \
+            or got.device != expected.device:
         return False
     if expected.dtype == torch.bool:
         return torch.equal(got, expected)
     return torch.allclose(got, expected, atol=1e-5, rtol=1e-4, equal_nan=True)
+
+
+def _right_values(got: torch.Tensor, expected: torch.Tensor) -> bool:
+    """Whether ``got``, moved to ``expected``'s device and dtype, equals it (False when it
+    cannot be moved, as a tensor on the ``meta`` device)."""
+    try:
+        return _same(got.to(device=expected.device, dtype=expected.dtype), expected)
+    except Exception:  # another device that cannot be read here (meta)
+        return False
+
+
+def _what_differs(got: Any, expected: torch.Tensor) -> str | None:
+    """What to return instead of ``got``, when it is not the kind of thing expected (a tuple,
+    not a tensor, another device or dtype), or None."""
+    if isinstance(got, (tuple, list)) and got and isinstance(got[0], torch.Tensor):
+        right = " (its first element is right)" if _right_values(got[0], expected) else ""
+        return (f"your function returned a {type(got).__name__} of {len(got)}{right}; return only the "
+                f"{_describe(expected)}, e.g. output from `output, weights = ...`")
+    if got is None:
+        return f"your function returned None (is a `return` missing?); return the {_describe(expected)}"
+    if not isinstance(got, torch.Tensor):
+        return f"your function returned {type(got).__name__}; return a torch.Tensor ({_describe(expected)})"
+    right = " The values are right." if _right_values(got, expected) else ""
+    if got.device != expected.device:
+        return (f"your tensor is on device {got.device}, the inputs on {expected.device}: create new "
+                f"tensors on the inputs' device (device=x.device) or return result.to('{expected.device}')."
+                f"{right}")
+    if got.dtype != expected.dtype and got.shape == expected.shape:
+        return (f"your tensor has dtype {got.dtype}, expected {expected.dtype}: create new tensors in "
+                f"that dtype (dtype=x.dtype follows an input) and do not convert the result.{right}")
+    return None
+
+
+def _copies(args: tuple) -> tuple:
+    """The case's arguments, tensors cloned, so a student's in-place edit cannot change them."""
+    return tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args)
+
+
+def _raised(error: Exception, case: Case, expected: torch.Tensor, mistakes: dict[str, Callable]) -> Feedback:
+    """The verdict when the student's function raised: the error, and a typical mistake
+    that raises the same way, if any."""
+    inputs = ", ".join(_describe(a) for a in case.args)
+    message = (f"Case '{case.name}' failed: your function raised {type(error).__name__}: "
+               f"{error}\n  input: {inputs}\n  expected: {_describe(expected)}")
+    for mistake, wrong in mistakes.items():  # a typical mistake that raises the same way
+        try:
+            wrong(*case.args)
+        except type(error):
+            return Feedback(False, f"{message}\n  likely mistake: {mistake}")
+        except Exception:  # raised otherwise: not this mistake
+            continue
+    return Feedback(False, message)
+
+
+def _failed(student: Callable, got: Any, expected: torch.Tensor, case: Case, cases: Sequence[Case],
+            mistakes: dict[str, Callable]) -> Feedback:
+    """The verdict when the student's answer differs: what came back, what differs, and
+    the typical mistake it matches, if any."""
+    lines = [f"Case '{case.name}' failed.", f"  input: {', '.join(_describe(a) for a in case.args)}",
+             f"  expected: {_describe(expected)}", f"  got:      {_describe(got)}"]
+    differs = _what_differs(got, expected)
+    if differs:
+        lines.append(f"  what differs: {differs}")
+    elif isinstance(got, torch.Tensor) and got.shape == expected.shape:
+        lines.append(f"  expected values (first row): {_first_row(expected)}")
+        lines.append(f"  your values (first row):     {_first_row(got)}")
+    mistake = _diagnose(student, cases, mistakes)
+    if mistake:
+        lines.append(f"  likely mistake: {mistake}")
+    return Feedback(False, "\n".join(lines))
 
 
 def _check(student: Callable, reference: Callable, cases: Sequence[Case],
@@ -71,31 +150,12 @@ def _check(student: Callable, reference: Callable, cases: Sequence[Case],
         return Feedback(False, f"check_{what} needs a function, got {_describe(student)}")
     for case in cases:
         expected = reference(*case.args)
-        inputs = ", ".join(_describe(a) for a in case.args)
         try:
-            got = student(*(a.clone() if isinstance(a, torch.Tensor) else a for a in case.args))
+            got = student(*_copies(case.args))
         except Exception as error:  # the student's code raised: report it, do not crash
-            message = (f"Case '{case.name}' failed: your function raised {type(error).__name__}: "
-                       f"{error}\n  input: {inputs}\n  expected: {_describe(expected)}")
-            for mistake, wrong in mistakes.items():  # a typical mistake that raises the same way
-                try:
-                    wrong(*case.args)
-                except type(error):
-                    return Feedback(False, f"{message}\n  likely mistake: {mistake}")
-                except Exception:
-                    continue
-            return Feedback(False, message)
-        if _same(got, expected):
-            continue
-        lines = [f"Case '{case.name}' failed.", f"  input: {inputs}",
-                 f"  expected: {_describe(expected)}", f"  got:      {_describe(got)}"]
-        if isinstance(got, torch.Tensor) and got.shape == expected.shape and got.dtype == expected.dtype:
-            lines.append(f"  expected values (first row): {_first_row(expected)}")
-            lines.append(f"  your values (first row):     {_first_row(got)}")
-        mistake = _diagnose(student, cases, mistakes)
-        if mistake:
-            lines.append(f"  likely mistake: {mistake}")
-        return Feedback(False, "\n".join(lines))
+            return _raised(error, case, expected, mistakes)
+        if not _same(got, expected):
+            return _failed(student, got, expected, case, cases, mistakes)
     return Feedback(True, f"All {len(cases)} cases passed: {'; '.join(c.name for c in cases)}.")
 
 
@@ -106,7 +166,7 @@ def _diagnose(student: Callable, cases: Sequence[Case], mistakes: dict[str, Call
         results = []
         for case in cases:
             try:
-                results.append(fn(*(a.clone() if isinstance(a, torch.Tensor) else a for a in case.args)))
+                results.append(fn(*_copies(case.args)))
             except Exception:
                 results.append(None)
         return results
@@ -313,6 +373,29 @@ def check_pre_norm_block(student: Callable) -> Feedback:
             lambda x, n1, a, n2, m: (h := x + a(n1(x))[0]) + m(n1(h)),
     }
     return _check(student, _pre_norm_ref, cases, mistakes, "pre_norm_block")
+
+
+def check_rms_norm(student: Callable) -> Feedback:
+    """``student(x, weight, eps)`` must return the RMSNorm of ``x (..., D)`` over its last
+    axis: ``x / sqrt(mean(x**2) + eps) * weight`` (Zhang and Sennrich, 2019)."""
+    spike = torch.tensor([0.0, 10.0, 0.0, 0.0], dtype=torch.float64)
+    cases = [Case("one token (0, 10, 0, 0), gain 1", (spike, torch.ones(4, dtype=torch.float64), 1e-6)),
+             Case("a batch of 2 x 3 tokens, D = 8, a learned gain", (_rand(2, 3, 8, seed=21) + 1.0,
+                                                                     _rand(8, seed=22), 1e-6)),
+             Case("small tokens and a large eps = 0.5", (0.1 * _rand(3, 8, seed=23), _rand(8, seed=24), 0.5))]
+    mean_square = lambda x: x.pow(2).mean(-1, keepdim=True)
+    mistakes = {
+        "the mean was subtracted: that is LayerNorm; RMSNorm divides x itself by its root mean square":
+            lambda x, w, e: (x - x.mean(-1, keepdim=True)) / (x.var(-1, unbiased=False, keepdim=True)
+                                                              + e).sqrt() * w,
+        "divided by the length (the sum of squares), not the root *mean* square":
+            lambda x, w, e: x / (x.pow(2).sum(-1, keepdim=True) + e).sqrt() * w,
+        "eps belongs inside the square root: sqrt(mean(x**2) + eps)":
+            lambda x, w, e: x / (mean_square(x).sqrt() + e) * w,
+        "forgot the gain: multiply by weight":
+            lambda x, w, e: x / (mean_square(x) + e).sqrt(),
+    }
+    return _check(student, rms_norm, cases, mistakes, "rms_norm")
 
 
 # --- positions and tiling ----------------------------------------------------------------
