@@ -3,6 +3,7 @@
 import math
 from functools import partial
 
+import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -117,3 +118,123 @@ def test_causal_mask_definition(L, S):
     for i in range(L):
         for j in range(S):
             assert m[i, j].item() == (j <= i + S - L)
+
+
+# --- every kernel against eager attention, over shapes, dtypes and value widths (#29) ---
+
+TOLERANCE = {torch.float64: {}, torch.float32: {"atol": 1e-5, "rtol": 1e-5},
+             torch.float16: {"atol": 2e-3, "rtol": 2e-3}, torch.bfloat16: {"atol": 2e-2, "rtol": 2e-2}}
+"""How close a kernel's output must be to the float64 reference: about one rounding of the
+output to the dtype (so half precision must have been computed in float32)."""
+dtypes = st.sampled_from(list(TOLERANCE))
+
+
+def _eager64(q, k, v, **options):
+    """Eager attention in float64: the reference every kernel is held to."""
+    return scaled_dot_product_attention(q.double(), k.double(), v.double(), **options)[0]
+
+
+def _case(name, B, H, L, S, E, Ev, Hkv, block, causal, dtype, seed):
+    """``(output, reference)`` of ``ATTENTION_FUNCTIONS[name]`` on random inputs of ``dtype``;
+    the reference is eager attention (or, for the approximations, the attention they are
+    defined to compute) in float64 on the same rounded inputs."""
+    g = torch.Generator().manual_seed(seed)
+    S = S if name in ("eager", "grouped_query", "flash") else L  # the others: self-attention
+    q = torch.randn(B, H, L, E, generator=g).to(dtype)
+    k, v = torch.randn(B, H, S, E, generator=g).to(dtype), torch.randn(B, H, S, Ev, generator=g).to(dtype)
+    fn = ATTENTION_FUNCTIONS[name]
+    if name == "eager":
+        return fn(q, k, v, is_causal=causal)[0], _eager64(q, k, v, is_causal=causal)
+    if name == "grouped_query":
+        k, v = k[:, :Hkv], v[:, :Hkv]
+        G = H // Hkv
+        return (fn(q, k, v, is_causal=causal)[0],
+                _eager64(q, k.repeat_interleave(G, 1), v.repeat_interleave(G, 1), is_causal=causal))
+    if name == "flash":
+        return (fn(q, k, v, is_causal=causal, block_q=block, block_k=block + 1)[0],
+                _eager64(q, k, v, is_causal=causal))
+    if name == "sliding_window":
+        band = sliding_window_mask(L, block, causal=causal)
+        return fn(q, k, v, window=block, is_causal=causal)[0], _eager64(q, k, v, attn_mask=band)
+    if name == "linear":
+        from attention_core.nn.linear_attention import kernel_attention_weights
+        return (fn(q, k, v, is_causal=causal, chunk_size=block)[0],
+                kernel_attention_weights(q.double(), k.double(), is_causal=causal) @ v.double())
+    if name == "linformer":
+        P = torch.rand(block, L, generator=g, dtype=torch.float64) / L  # (proj_len, S)
+        return fn(q, k, v, key_projection=P)[0], _eager64(q, P @ k.double(), P @ v.double())
+    if name == "lsh":  # one bucket, one chunk: dense, unit keys, itself only as a last resort
+        unit = q.double() / q.double().norm(dim=-1, keepdim=True).clamp_min(1e-6)
+        alone = ~torch.eye(L, dtype=torch.bool) if L > 1 else torch.ones(1, 1, dtype=torch.bool)
+        return fn(q, q, v, num_buckets=1, chunk_size=L)[0], _eager64(q, unit, v, attn_mask=alone)
+    raise KeyError(name)
+
+
+KERNELS = sorted(set(ATTENTION_FUNCTIONS) - {"triton"})  # triton needs a GPU
+
+
+def test_every_kernel_has_a_property_case():
+    assert set(KERNELS) == {"eager", "grouped_query", "flash", "sliding_window", "linear",
+                            "linformer", "lsh"}
+
+
+@pytest.mark.parametrize("name", KERNELS)
+@settings(max_examples=25, deadline=None)
+@given(B=st.integers(1, 2), H=st.sampled_from([1, 2, 4]), Hkv_index=st.integers(0, 2),
+       L=dims, S=dims, E=dims, Ev=dims, block=st.integers(1, 4), causal=st.booleans(),
+       dtype=dtypes, seed=st.integers(0, 2**16))
+def test_every_kernel_equals_eager_attention(name, B, H, Hkv_index, L, S, E, Ev, block, causal,
+                                             dtype, seed):
+    """Any shapes, E != Ev, any dtype: the output has the input's dtype and equals the
+    float64 reference to about one rounding."""
+    Hkv = [d for d in (1, 2, 4) if H % d == 0][Hkv_index % len([d for d in (1, 2, 4) if H % d == 0])]
+    causal = causal and name not in ("linformer", "lsh")
+    block = min(block, L) if name == "linformer" else block
+    out, ref = _case(name, B, H, L, S, E, Ev, Hkv, block, causal, dtype, seed)
+    assert out.dtype == dtype and out.shape == ref.shape
+    assert torch.isfinite(out).all()
+    assert_close(out.double(), ref, **TOLERANCE[dtype])
+
+
+@pytest.mark.parametrize("name", ["eager", "grouped_query", "flash", "sliding_window"])
+@settings(max_examples=20, deadline=None)
+@given(L=dims, E=dims, Ev=dims, kind=st.sampled_from(["bool", "float"]), causal=st.booleans(),
+       seed=st.integers(0, 2**16))
+def test_masked_kernels_give_eager_gradients_and_zeros_for_dead_rows(name, L, E, Ev, kind, causal, seed):
+    """A random mask, some rows with no key at all, boolean or additive (-inf): output and
+    gradients equal eager attention's, and a dead row gives zeros everywhere."""
+    g = torch.Generator().manual_seed(seed)
+    keep = torch.rand(L, L, generator=g) > 0.5
+    keep[torch.rand(L, generator=g) > 0.7] = False  # dead rows
+    band = sliding_window_mask(L, 2, causal=causal) if name == "sliding_window" else None
+    mask = keep if kind == "bool" else torch.randn(L, L, generator=g, dtype=torch.float64).masked_fill(
+        ~keep, float("-inf"))
+    inputs = [torch.randn(2, 2, L, n, generator=g, dtype=torch.float64) for n in (E, E, Ev)]
+    grads = []
+    for fn in ("kernel", "eager"):
+        q, k, v = (x.clone().requires_grad_() for x in inputs)
+        if fn == "eager":
+            full = keep if band is None else keep & band
+            ref_mask = full if kind == "bool" else mask.masked_fill(~full, float("-inf"))
+            out = scaled_dot_product_attention(q, k, v, attn_mask=ref_mask,
+                                               is_causal=causal and band is None)[0]
+        else:
+            extra = {"window": 2} if name == "sliding_window" else {}
+            out = ATTENTION_FUNCTIONS[name](q, k, v, attn_mask=mask, is_causal=causal, **extra)[0]
+        (out * torch.arange(out.numel(), dtype=out.dtype).view_as(out).cos()).sum().backward()
+        grads.append([out.detach(), q.grad, k.grad, v.grad])
+    for got, want in zip(*grads):
+        assert torch.isfinite(got).all()
+        assert_close(got, want)
+    dead = ~keep.any(-1)
+    assert (grads[0][0][..., dead, :] == 0).all() and (grads[0][1][..., dead, :] == 0).all()
+
+
+@given(L=dims, S=dims, dtype=st.sampled_from([torch.float16, torch.bfloat16]),
+       big=st.floats(1.0, 1e4), seed=st.integers(0, 2**16))
+def test_half_precision_softmax_equals_float32(L, S, dtype, big, seed):
+    g = torch.Generator().manual_seed(seed)
+    x = (torch.randn(L, S, generator=g) * big).to(dtype)
+    w = softmax(x)
+    assert w.dtype == dtype
+    assert_close(w, torch.softmax(x.float(), -1).to(dtype))
