@@ -36,6 +36,24 @@ def check_positive_int(name: str, value, minimum: int = 1) -> None:
         raise ValueError(f"{name} must be >= {minimum}, got {value}")
 
 
+def check_dropout(name: str, value) -> None:
+    """Raise unless ``value`` is a number (not a bool) in ``[0, 1)``: a dropout probability."""
+    if isinstance(value, bool) or not (isinstance(value, (int, float)) and 0.0 <= value < 1.0):
+        raise ValueError(f"{name} must lie in [0, 1), got {value!r}")
+
+
+def check_base(name: str, base) -> None:
+    """Raise unless ``base`` is a number > 1: the base of sinusoidal and rotary frequencies."""
+    if isinstance(base, bool) or not (isinstance(base, (int, float)) and base > 1):
+        raise ValueError(f"{name} must be > 1, got {base!r}")
+
+
+def check_factory_dtype(dtype) -> None:
+    """Raise unless the ``dtype`` given for a module's parameters is None or floating-point."""
+    if dtype is not None:
+        check_float_dtype("dtype", dtype)
+
+
 def broadcast_or_raise(name: str, shape, target, what: str) -> None:
     """Raise unless ``shape`` broadcasts to exactly ``target``."""
     try:

@@ -21,7 +21,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ._checks import check_positive_int
+from ._checks import check_dropout, check_positive_int
 from .attention_functions import AttentionFunction
 from .feedforward import ACTIVATIONS, FEED_FORWARDS, feed_forward
 from .kv_cache import HeadCache
@@ -37,8 +37,7 @@ def _check_block_args(ff_dim: int, dropout: float, norm_first: bool, activation:
     check_positive_int("ff_dim", ff_dim)
     if activation not in FEED_FORWARDS:
         raise ValueError(f"activation must be one of {list(FEED_FORWARDS)}, got {activation!r}")
-    if isinstance(dropout, bool) or not (isinstance(dropout, (int, float)) and 0.0 <= dropout < 1.0):
-        raise ValueError(f"dropout must lie in [0, 1), got {dropout!r}")
+    check_dropout("dropout", dropout)
     if not isinstance(norm_first, bool):
         raise TypeError(f"norm_first must be a bool, got {type(norm_first).__name__} {norm_first!r}")
 

@@ -35,8 +35,10 @@ from torch import nn
 
 from ._checks import (
     check_attn_mask,
+    check_base,
     check_device,
     check_dtype,
+    check_factory_dtype,
     check_float_dtype,
     check_positive_int,
     check_tensor,
@@ -139,6 +141,9 @@ class MultiHeadLatentAttention(nn.Module):
             raise ValueError(f"num_heads={num_heads} must divide embed_dim={embed_dim} (or pass head_dim)")
         head_dim = embed_dim // num_heads if head_dim is None else head_dim
         check_positive_int("head_dim", head_dim)
+        if rope_dim:
+            check_base("rope_base", rope_base)
+        check_factory_dtype(dtype)
         self.embed_dim, self.num_heads, self.head_dim = embed_dim, num_heads, head_dim
         self.kv_latent_dim, self.rope_dim, self.rope_base = kv_latent_dim, rope_dim, rope_base
         factory_kwargs = {"device": device, "dtype": dtype}

@@ -17,7 +17,16 @@ import inspect
 import torch
 from torch import nn
 
-from ._checks import check_attn_mask, check_device, check_dtype, check_positive_int, check_tensor
+from ._checks import (
+    check_attn_mask,
+    check_base,
+    check_device,
+    check_dropout,
+    check_dtype,
+    check_factory_dtype,
+    check_positive_int,
+    check_tensor,
+)
 from .attention_functions import ATTENTION_FUNCTIONS, AttentionFunction
 from .heads import grouped_query_attention, merge_heads, repeat_kv, split_heads
 from .kv_cache import HeadCache, KVCache
@@ -48,6 +57,24 @@ def _attention_kernel(attention: str | AttentionFunction) -> AttentionFunction:
         raise ValueError("attention='lsh' needs key to be query (Reformer shares them), which "
                          "MultiHeadAttention's separate W_q and W_k never give")
     return attention
+
+
+def _check_args(embed_dim: int, num_heads: int, num_kv_heads: int, dropout: float, rope: bool,
+                rope_base: float, dtype) -> None:
+    """Raise unless :class:`MultiHeadAttention`'s sizes fit together (H divides D, Hkv
+    divides H, an even head dim for RoPE) and its options are valid."""
+    for name, value in (("embed_dim", embed_dim), ("num_heads", num_heads), ("num_kv_heads", num_kv_heads)):
+        check_positive_int(name, value)
+    if embed_dim % num_heads:
+        raise ValueError(f"num_heads={num_heads} must divide embed_dim={embed_dim}")
+    if num_heads % num_kv_heads:
+        raise ValueError(f"num_kv_heads={num_kv_heads} must divide num_heads={num_heads}")
+    check_dropout("dropout", dropout)
+    if rope and (embed_dim // num_heads) % 2:
+        raise ValueError(f"rope=True needs an even head_dim, got {embed_dim // num_heads}")
+    if rope:
+        check_base("rope_base", rope_base)
+    check_factory_dtype(dtype)
 
 
 class MultiHeadAttention(nn.Module):
@@ -83,20 +110,10 @@ class MultiHeadAttention(nn.Module):
                  rope_base: float = 10000.0, device=None, dtype=None, *,
                  attention: str | AttentionFunction = "eager"):
         super().__init__()
-        check_positive_int("embed_dim", embed_dim)
-        check_positive_int("num_heads", num_heads)
         num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
-        check_positive_int("num_kv_heads", num_kv_heads)
-        if embed_dim % num_heads:
-            raise ValueError(f"num_heads={num_heads} must divide embed_dim={embed_dim}")
-        if num_heads % num_kv_heads:
-            raise ValueError(f"num_kv_heads={num_kv_heads} must divide num_heads={num_heads}")
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout must lie in [0, 1), got {dropout!r}")
+        _check_args(embed_dim, num_heads, num_kv_heads, dropout, rope, rope_base, dtype)
         self.embed_dim, self.num_heads, self.num_kv_heads = embed_dim, num_heads, num_kv_heads
         self.head_dim = embed_dim // num_heads
-        if rope and self.head_dim % 2:
-            raise ValueError(f"rope=True needs an even head_dim, got {self.head_dim}")
         self.dropout, self.rope, self.rope_base = dropout, rope, rope_base
         self.attention, self.attention_fn = attention, _attention_kernel(attention)
         if dropout > 0 and "dropout_p" not in inspect.signature(self.attention_fn).parameters:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import torch
 
-from ._checks import check_float_dtype, check_positive_int, check_tensor
+from ._checks import check_base, check_float_dtype, check_positive_int, check_tensor
 
 
 def _check_even(name: str, value: int) -> None:
@@ -28,8 +28,7 @@ def _check_even(name: str, value: int) -> None:
 def _frequencies(dim: int, base: float) -> torch.Tensor:
     """The frequencies ``theta_i = base ** (-2i / dim)`` for i = 0 .. dim/2 - 1, in
     float64: ``(dim/2,)``. Shared by the sinusoidal encoding and RoPE."""
-    if not base > 1:
-        raise ValueError(f"base must be > 1, got {base!r}")
+    check_base("base", base)
     return base ** (-torch.arange(0, dim, 2, dtype=torch.float64) / dim)
 
 
@@ -60,12 +59,25 @@ def sinusoidal_shift_matrix(k: int, d_model: int, base: float = 10000.0, device=
     *relative* offset with a linear map of the sinusoidal encoding (Vaswani et al.,
     2017, section 3.5). Returned as ``dtype`` on ``device`` (default: float32 on the CPU).
     """
+    if isinstance(k, bool) or not isinstance(k, int):
+        raise TypeError(f"k (the offset Delta) must be an int, got {type(k).__name__} {k!r}")
     _check_even("d_model", d_model)
     check_float_dtype("dtype", dtype)
     angles = k * _frequencies(d_model, base)  # (D/2,): Delta * theta_i
     cos, sin = angles.cos(), angles.sin()
     blocks = torch.stack([torch.stack([cos, sin], -1), torch.stack([-sin, cos], -1)], -2)  # (D/2, 2, 2)
     return torch.block_diag(*blocks).to(device=device, dtype=dtype)  # (D, D)
+
+
+def _as_positions(positions, device) -> torch.Tensor:
+    """``positions`` (a tensor or a sequence of numbers) as a tensor on ``device``."""
+    try:
+        positions = torch.as_tensor(positions, device=device)
+    except (TypeError, ValueError, RuntimeError):
+        raise TypeError(f"positions must be a tensor or a sequence of numbers, got {positions!r}") from None
+    if positions.dtype == torch.bool or positions.is_complex():
+        raise TypeError(f"positions must hold numbers, got dtype {positions.dtype}")
+    return positions
 
 
 def apply_rotary(x: torch.Tensor, positions: torch.Tensor | None = None,
@@ -84,7 +96,7 @@ def apply_rotary(x: torch.Tensor, positions: torch.Tensor | None = None,
     _check_even("x.shape[-1]", D)
     if positions is None:
         positions = torch.arange(T, device=x.device)
-    positions = torch.as_tensor(positions, device=x.device)
+    positions = _as_positions(positions, x.device)
     if positions.shape != (T,):
         raise ValueError(f"positions must have shape ({T},) to match x {tuple(x.shape)}, "
                          f"got {tuple(positions.shape)}")
