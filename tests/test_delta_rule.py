@@ -109,3 +109,32 @@ def test_recall_with_updates_marks_the_last_write_of_each_key():
         for key in range(4):
             writes = [t for t in range(11) if torch.equal(k[b, t], keys[b, key])]
             assert writes and latest[b, key] == writes[-1]  # every key written, the last one kept
+
+
+def test_beta_and_gate_are_checked_before_any_computation():
+    q, k, v, beta, gate = inputs(gated=True)
+    with pytest.raises(ValueError, match=r"beta must lie in \[0, 2\], got values from -0.4"):
+        delta_rule_attention(q, k, v, beta - 0.5)
+    with pytest.raises(ValueError, match=r"beta must lie in \[0, 2\], got values from .* to 3"):
+        delta_rule_attention(q, k, v, beta.clamp_min(0) + torch.arange(T, dtype=beta.dtype) / 6)
+    with pytest.raises(ValueError, match=r"gate must lie in \[0, 1\]"):
+        delta_rule_attention(q, k, v, beta, gate + 1)
+    with pytest.raises(TypeError, match=r"beta must have query's dtype torch.float64, got torch.float32"):
+        delta_rule_attention(q, k, v, beta.float())
+    with pytest.raises(TypeError, match="gate must be a floating-point tensor, got dtype torch.int64"):
+        delta_rule_attention(q, k, v, beta, torch.ones_like(beta, dtype=torch.long))
+    with pytest.raises(ValueError, match="gate is on device meta but must be on cpu, the device of query"):
+        delta_rule_attention(q, k, v, beta, gate.to("meta"))
+    with pytest.raises(TypeError, match="gate must be a torch.Tensor, got float"):
+        delta_rule_attention(q, k, v, beta, 0.9)
+
+
+def test_the_edges_of_beta_and_gate_are_allowed_and_nan_passes_through():
+    q, k, v, beta, gate = inputs(gated=True)
+    for chunk_size in (None, 5):
+        out, _ = delta_rule_attention(q, k, v, 2 * torch.ones_like(beta), torch.zeros_like(gate),
+                                      chunk_size=chunk_size)
+        assert torch.isfinite(out).all()
+    beta[0, 0, 3] = float("nan")
+    out, _ = delta_rule_attention(q, k, v, beta)  # NaN in, NaN out: not a range error
+    assert out[0, 0, 3:].isnan().all() and torch.isfinite(out[1]).all()

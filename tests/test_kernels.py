@@ -170,3 +170,48 @@ def test_no_module_imports_another_modules_private_names():
     offenders = {p.name: [names for names in relative_import.findall(p.read_text())
                           if re.search(r"\b_[a-z]", names)] for p in package.glob("*.py")}
     assert not {name: found for name, found in offenders.items() if found}
+
+
+@pytest.mark.parametrize("call_, error, message", [
+    (lambda: ac.repeat_kv(torch.randn(1, 2, 3, 4), 0), ValueError, "num_groups must be >= 1, got 0"),
+    (lambda: ac.repeat_kv(torch.randn(1, 2, 3, 4), 1.5), TypeError, "num_groups must be an int, got float"),
+    (lambda: ac.repeat_kv(torch.randn(2, 3, 4), 2), ValueError,
+     r"x must have 4 dims \(B, Hkv, S, E\), got shape \(2, 3, 4\)"),
+    (lambda: ac.repeat_kv([1.0], 2), TypeError, "x must be a torch.Tensor, got list"),
+    (lambda: ac.split_heads(torch.randn(2, 3, 4), 0), ValueError, "num_heads must be >= 1, got 0"),
+    (lambda: ac.split_heads(torch.randn(2, 3, 4), True), TypeError, "num_heads must be an int, got bool"),
+    (lambda: ac.split_heads(torch.randn(2, 3, 4), 3), ValueError, "not divisible by num_heads=3"),
+    (lambda: ac.split_heads(torch.randn(3, 4), 2), ValueError,
+     r"x must have 3 dims \(B, T, D\), got shape \(3, 4\)"),
+    (lambda: ac.merge_heads(torch.randn(2, 3, 4)), ValueError,
+     r"x must have 4 dims \(B, H, T, E\), got shape \(2, 3, 4\)"),
+    (lambda: ac.merge_heads(None), TypeError, "x must be a torch.Tensor, got NoneType"),
+], ids=["repeat_kv-0", "repeat_kv-float", "repeat_kv-rank", "repeat_kv-list", "split-0", "split-bool",
+        "split-divide", "split-rank", "merge-rank", "merge-none"])
+def test_head_helpers_name_bad_ranks_and_counts(call_, error, message):
+    with pytest.raises(error, match=message):
+        call_()
+
+
+def test_head_helpers_reshape_any_dtype():
+    x = torch.arange(24).view(1, 2, 12)
+    assert torch.equal(ac.merge_heads(ac.split_heads(x, 3)), x)
+    assert ac.repeat_kv(x.view(1, 2, 3, 4), 2).shape == (1, 4, 3, 4)
+
+
+@pytest.mark.parametrize("masked", [False, True])
+@pytest.mark.parametrize("num_kv_heads", [1, 2])
+def test_grouped_query_with_a_value_width_other_than_the_key_width(num_kv_heads, masked):
+    """E != Ev on both paths: the stacked-groups one (no mask) and the repeated one (mask)."""
+    g = torch.Generator().manual_seed(5)
+    q = torch.randn(2, 4, 3, 8, generator=g, dtype=torch.float64)
+    k = torch.randn(2, num_kv_heads, 6, 8, generator=g, dtype=torch.float64)
+    v = torch.randn(2, num_kv_heads, 6, 3, generator=g, dtype=torch.float64)
+    mask = torch.rand(3, 6, generator=g) > 0.3 if masked else None
+    out, weights = ATTENTION_FUNCTIONS["grouped_query"](q, k, v, attn_mask=mask, is_causal=True)
+    G = 4 // num_kv_heads
+    full = ac.causal_mask(3, 6) if mask is None else mask & ac.causal_mask(3, 6)
+    expected = F.scaled_dot_product_attention(q, k.repeat_interleave(G, 1), v.repeat_interleave(G, 1),
+                                              attn_mask=full)
+    assert out.shape == (2, 4, 3, 3) and weights.shape == (2, 4, 3, 6)
+    assert_close(out, expected.nan_to_num())  # PyTorch gives NaN for a row with no key
