@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 import torch
 
+from ..nn._checks import check_positive_int, check_tensor
 from ..nn.metrics import attention_entropy
 
 HEAD_SCORES = ("previous", "next", "first", "last", "breadth")
@@ -126,8 +127,11 @@ def attention_rollout(attentions, residual_weight: float = 0.5) -> torch.Tensor:
 
 def top_tokens(weights: torch.Tensor, tokens: Sequence[str], k: int = 3) -> list[tuple[str, float]]:
     """The ``k`` largest weights of one row ``(T,)`` with their tokens, largest first."""
+    check_tensor("weights", weights)
+    check_positive_int("k", k)
     if weights.dim() != 1 or weights.numel() != len(tokens):
-        raise ValueError(f"weights must be one row of {len(tokens)} weights, got {tuple(weights.shape)}")
+        raise ValueError(f"weights must be one row (T,) and tokens its T labels, got weights "
+                         f"{tuple(weights.shape)} and {len(tokens)} tokens")
     values, index = weights.topk(min(k, len(tokens)))
     return [(tokens[i], v) for i, v in zip(index.tolist(), values.tolist())]
 

@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from ..nn._checks import check_device, check_tensor
+from ..nn._checks import check_device, check_tensor, check_token_ids
 from ..nn.block import TransformerBlock
 
 MODEL_FILES = ("config.json", "model.safetensors", "tokenizer.json")
@@ -118,20 +118,8 @@ class BertEncoder(nn.Module):
         """Raise unless ``input_ids (B, T)`` are integer ids in ``[0, vocab_size)``, ``1 <= T <=
         max_positions``, on the parameters' device (an id out of range would index past the
         embedding table), and ``attention_mask`` is None or a tensor of their shape there."""
-        if not isinstance(input_ids, torch.Tensor):
-            raise TypeError(f"input_ids must be a tensor of token ids, got {type(input_ids).__name__}")
-        if input_ids.dim() != 2 or input_ids.size(1) == 0 or input_ids.size(1) > self.max_positions:
-            raise ValueError(f"input_ids must have shape (B, T) with 1 <= T <= "
-                             f"{self.max_positions}, got {tuple(input_ids.shape)}")
-        if input_ids.is_floating_point() or input_ids.is_complex() or input_ids.dtype == torch.bool:
-            raise TypeError(f"input_ids must hold integer token ids, got dtype {input_ids.dtype}")
-        device = self.word_embeddings.weight.device
-        check_device("input_ids", input_ids, device, "the model's parameters")
-        vocab_size = self.word_embeddings.num_embeddings
-        low, high = (0, 0) if device.type == "meta" else (input_ids.min().item(), input_ids.max().item())
-        if low < 0 or high >= vocab_size:
-            raise ValueError(f"input_ids must lie in [0, vocab_size={vocab_size}), "
-                             f"got ids from {low} to {high}")
+        device, vocab_size = self.word_embeddings.weight.device, self.word_embeddings.num_embeddings
+        check_token_ids("input_ids", input_ids, vocab_size, device, self.max_positions)
         if attention_mask is not None:
             if not isinstance(attention_mask, torch.Tensor) or attention_mask.shape != input_ids.shape:
                 got = attention_mask.shape if isinstance(attention_mask, torch.Tensor) else attention_mask

@@ -79,6 +79,9 @@ def translate(words) -> list[str]:
 def encode_batch(sentences, device=None) -> Batch:
     """Turn source sentences (strings or word lists) into a padded :class:`Batch`, its
     tensors on ``device`` (default: the CPU; pass the model's device)."""
+    if isinstance(sentences, str) or not isinstance(sentences, (list, tuple)) or not sentences:
+        raise TypeError(f"sentences must be a non-empty list of sentences (strings or word lists), "
+                        f"got {sentences!r}")
     sources = [s.split() if isinstance(s, str) else list(s) for s in sentences]
     targets = [translate(s) for s in sources]  # validates every word
     S = max(len(s) for s in sources)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from ..nn._checks import check_positive_int, check_token_ids
 from ..nn.attention_functions import AttentionFunction
 from ..nn.block import TransformerBlock
 from ..nn.positional import alibi_bias, sinusoidal_encoding
@@ -104,6 +105,9 @@ class TinyTransformer(nn.Module):
                  positional: str = "learned", is_causal: bool = False, norm_first: bool = True,
                  *, attention: str | AttentionFunction = "eager"):
         super().__init__()
+        for name, value in (("vocab_size", vocab_size), ("max_len", max_len), ("embed_dim", embed_dim),
+                            ("num_layers", num_layers), ("num_outputs", num_outputs)):
+            check_positive_int(name, value)
         if positional not in POSITIONAL:
             raise ValueError(f"positional must be one of {list(POSITIONAL)}, got {positional!r}")
         scheme = POSITIONAL[positional]
@@ -133,7 +137,9 @@ class TinyTransformer(nn.Module):
         return bias.unsqueeze(0)  # (H, T, T) -> (1, H, T, T)
 
     def forward(self, x: torch.Tensor):
-        """``x (B, T)`` -> ``(logits (B, T, num_outputs, vocab_size), [weights (B, H, T, T) per layer])``."""
+        """``x (B, T)`` -> ``(logits (B, T, num_outputs, vocab_size), [weights (B, H, T, T) per layer])``;
+        ``T <= max_len`` where positions are learned (:class:`LearnedPositions` says so)."""
+        check_token_ids("x", x, self.vocab_size, self.token.weight.device)
         B, T = x.shape
         h = self.embed(x)  # (B, T, D)
         bias = self.score_bias(T, h)  # (1, H, T, T) or None

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import torch
 
+from ..nn._checks import check_positive_int, check_tensor
 from .tiny_transformer import TinyTransformer
 from .training import train_model
 
@@ -47,6 +48,9 @@ def word_embeddings(tokens: list[str], d_model: int = 16, noise: float = 0.3,
     repeated words get equal vectors and related words similar ones.
     Words outside the lexicon get the ``unknown`` direction.
     """
+    if isinstance(tokens, str) or not tokens or not all(isinstance(t, str) for t in tokens):
+        raise TypeError(f"tokens must be a non-empty list of words (tokenize(sentence)), got {tokens!r}")
+    check_positive_int("d_model", d_model)
     g = torch.Generator().manual_seed(seed)
     directions = torch.randn(len(FEATURES), d_model, generator=g)  # (len(FEATURES), D), unit variance
     vocab = sorted(set(LEXICON) | set(tokens))
@@ -63,6 +67,14 @@ def word_embeddings(tokens: list[str], d_model: int = 16, noise: float = 0.3,
 # --- a task where attention heads must specialise ---------------------------------
 
 
+def _check_batch_args(batch_size: int, seq_len: int, vocab_size: int) -> None:
+    """Raise unless a batch of ``batch_size`` sequences of ``seq_len`` tokens drawn from
+    ``1 .. vocab_size - 1`` can be made (token 0 is kept for "none")."""
+    check_positive_int("batch_size", batch_size)
+    check_positive_int("seq_len", seq_len)
+    check_positive_int("vocab_size", vocab_size, minimum=2)
+
+
 def reverse_and_shift_batch(batch_size: int, seq_len: int, vocab_size: int,
                             generator: torch.Generator | None = None):
     """Random sequences ``x (B, T)`` and two targets per position ``(B, T, 2)``:
@@ -72,6 +84,7 @@ def reverse_and_shift_batch(batch_size: int, seq_len: int, vocab_size: int,
     Solving both at once needs two different look-ups at every position: an
     anti-diagonal one and a one-step-back one. One head cannot do both well.
     """
+    _check_batch_args(batch_size, seq_len, vocab_size)
     x = torch.randint(1, vocab_size, (batch_size, seq_len), generator=generator)  # (B, T)
     reverse = x.flip(-1)
     previous = torch.cat([torch.zeros_like(x[:, :1]), x[:, :-1]], dim=1)
@@ -112,6 +125,9 @@ def head_roles(weights: torch.Tensor) -> list[dict[str, float]]:
 
     Queries where the two look-ups point at the same key (i = T/2) are left out.
     """
+    check_tensor("weights", weights, min_dim=4)
+    if weights.dim() != 4 or weights.size(-1) != weights.size(-2):
+        raise ValueError(f"weights must be (B, H, T, T), got {tuple(weights.shape)}")
     B, H, T, _ = weights.shape
     i = torch.tensor([q for q in range(1, T) if T - 1 - q != q - 1],
                      device=weights.device)  # queries with distinct targets
@@ -126,6 +142,9 @@ def copy_back_batch(batch_size: int, seq_len: int, vocab_size: int, offset: int 
     back, ``x[i - offset]`` (token 0 where there is none). The rule is *relative*:
     it reads the same at every position, so a model that learned it could in
     principle apply it to sequences longer than those it was trained on."""
+    _check_batch_args(batch_size, seq_len, vocab_size)
+    if isinstance(offset, bool) or not isinstance(offset, int) or not 1 <= offset < seq_len:
+        raise ValueError(f"offset must be an int in [1, seq_len={seq_len}), got {offset!r}")
     x = torch.randint(1, vocab_size, (batch_size, seq_len), generator=generator)  # (B, T)
     y = torch.zeros_like(x)
     y[:, offset:] = x[:, :-offset]
@@ -146,6 +165,8 @@ def seen_recently_batch(batch_size: int, seq_len: int, vocab_size: int, lookback
 
     A query with no match has nothing to attend to; a trained model parks that
     attention on the first token, an *attention sink* (Xiao et al. 2023)."""
+    _check_batch_args(batch_size, seq_len, vocab_size)
+    check_positive_int("lookback", lookback)
     x = torch.randint(1, vocab_size, (batch_size, seq_len), generator=generator)  # (B, T)
     x[:, 0] = 0
     y = torch.zeros_like(x)
@@ -162,6 +183,9 @@ def recall_with_updates(batch_size: int, num_keys: int, num_writes: int, dim: in
     Returns ``keys (B, num_keys, D)``, the written ``k``, ``v (B, num_writes, D)``
     (unit vectors) and ``latest (B, num_keys)``, the write whose value each key holds last.
     """
+    for name, value in (("batch_size", batch_size), ("num_keys", num_keys), ("num_writes", num_writes),
+                        ("dim", dim)):
+        check_positive_int(name, value)
     g = torch.Generator().manual_seed(seed)
     keys = torch.nn.functional.normalize(torch.randn(batch_size, num_keys, dim, generator=g), dim=-1)
     first = torch.rand(batch_size, num_keys, generator=g).argsort(-1)  # (B, num_keys): a permutation

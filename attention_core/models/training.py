@@ -20,6 +20,9 @@ from .site_build import building_website
 def token_loss(model: torch.nn.Module, batch: tuple) -> torch.Tensor:
     """Cross-entropy of ``model(x)`` against ``y`` for a batch ``(x (B, T), y (B, T, ...))``;
     the model returns ``(logits (B, T, ..., vocab_size), anything)`` and has a ``vocab_size``."""
+    if not isinstance(batch, (tuple, list)) or len(batch) != 2:
+        raise TypeError(f"batch must be a pair (x, y), got {type(batch).__name__} of "
+                        f"{len(batch) if hasattr(batch, '__len__') else '?'}")
     x, y = batch
     logits, _ = model(x)
     return torch.nn.functional.cross_entropy(logits.reshape(-1, model.vocab_size), y.reshape(-1))

@@ -22,6 +22,23 @@ def check_tensor(name: str, x, min_dim: int = 1) -> None:
         )
 
 
+def check_token_ids(name: str, ids, vocab_size: int, device, max_len: int | None = None) -> None:
+    """Raise unless ``ids`` is an integer tensor ``(B, T)``, ``1 <= T`` (``<= max_len`` if
+    given), of token ids in ``[0, vocab_size)`` on ``device``: an id out of range would index
+    past an embedding table (a raw IndexError, or garbage on a GPU)."""
+    if not isinstance(ids, torch.Tensor):
+        raise TypeError(f"{name} must be a tensor of token ids, got {type(ids).__name__}")
+    if ids.dim() != 2 or ids.size(1) == 0 or (max_len is not None and ids.size(1) > max_len):
+        limit = "" if max_len is None else f" <= {max_len}"
+        raise ValueError(f"{name} must have shape (B, T) with 1 <= T{limit}, got {tuple(ids.shape)}")
+    if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
+        raise TypeError(f"{name} must hold integer token ids, got dtype {ids.dtype}")
+    check_device(name, ids, device, "the model's parameters")
+    low, high = (0, 0) if ids.device.type == "meta" else (ids.min().item(), ids.max().item())
+    if low < 0 or high >= vocab_size:
+        raise ValueError(f"{name} must lie in [0, vocab_size={vocab_size}), got ids from {low} to {high}")
+
+
 def check_float_dtype(name: str, dtype) -> None:
     """Raise unless ``dtype`` is one of the floating-point dtypes in :data:`FLOAT_DTYPES`."""
     if dtype not in FLOAT_DTYPES:
