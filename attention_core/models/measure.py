@@ -18,6 +18,8 @@ from pathlib import Path
 
 import torch
 
+from ..nn._checks import check_positive_int
+
 
 @contextmanager
 def one_thread():
@@ -35,8 +37,16 @@ def one_thread():
         torch.set_num_threads(threads)
 
 
+def _check_callable(fn) -> None:
+    if not callable(fn):
+        raise TypeError(f"fn must be a function to call with no arguments, got {type(fn).__name__}")
+
+
 def median_seconds(fn, repeats: int = 5, warmup: int = 1) -> float:
     """Median wall-clock seconds of ``fn()`` over ``repeats`` runs, after ``warmup`` runs."""
+    _check_callable(fn)
+    check_positive_int("repeats", repeats)
+    check_positive_int("warmup", warmup, minimum=0)
     for _ in range(warmup):
         fn()
     times = []
@@ -66,6 +76,7 @@ def peak_memory_bytes(fn, interval: float = 0.0005) -> int:
     first handed back to the operating system, so allocations during the call show up;
     calls shorter than a few milliseconds may be under-counted.
     """
+    _check_callable(fn)
     if not Path("/proc/self/statm").exists():
         raise RuntimeError("peak_memory_bytes reads /proc/self/statm, which needs Linux")
     gc.collect()
@@ -95,6 +106,9 @@ def fitted_exponent(sizes, values) -> float:
     if len(sizes) != len(values) or len(sizes) < 2:
         raise ValueError(f"need at least two (size, value) pairs of equal length, got "
                          f"{len(sizes)} sizes and {len(values)} values")
+    if min(map(float, sizes)) <= 0 or min(map(float, values)) <= 0:
+        raise ValueError(f"sizes and values must be positive (their logarithms are fitted), got "
+                         f"sizes {list(sizes)} and values {list(values)}")
     xs, ys = [math.log(float(x)) for x in sizes], [math.log(float(y)) for y in values]
     mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
     return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)

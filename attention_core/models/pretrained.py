@@ -199,6 +199,8 @@ def sentence_embedding(last_hidden_state: torch.Tensor, attention_mask: torch.Te
 def embed_sentences(model: BertEncoder, tokenizer: MiniLMTokenizer, sentences) -> torch.Tensor:
     """The sentence embeddings ``(B, D)`` of a list of sentences (unit length, so
     ``a @ b.T`` is the cosine similarity), without gradients."""
+    if not callable(getattr(tokenizer, "encode", None)):
+        raise TypeError(f"tokenizer must be a MiniLMTokenizer (load_minilm), got {type(tokenizer).__name__}")
     input_ids, attention_mask = tokenizer.encode(sentences)
     with torch.no_grad():
         hidden, _ = model(input_ids, attention_mask)  # (B, T, D)

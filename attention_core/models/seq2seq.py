@@ -38,7 +38,7 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from ..nn._checks import check_positive_int
+from ..nn._checks import check_positive_int, check_token_ids
 from ..nn.scoring import attend, make_score
 from .training import train_model
 
@@ -225,6 +225,9 @@ class Seq2Seq(nn.Module):
 
     def forward(self, src, src_lengths, tgt_in):
         """Teacher-forced pass: ``(logits (B, T, vocab_size), weights (B, T, S) or None)``."""
+        device = self.src_embed.weight.device
+        check_token_ids("src", src, len(SOURCE_VOCAB), device)
+        check_token_ids("tgt_in", tgt_in, len(TARGET_VOCAB), device)
         h, mask, state = self.encode(src, src_lengths)
         fixed = state  # the "none" decoder's context c: the encoder's summary, u_0
         logits, weights = [], []
@@ -273,6 +276,8 @@ def _words(ids) -> list[str]:
 
 def seq2seq_loss(model: Seq2Seq, batch: Batch) -> torch.Tensor:
     """Mean cross-entropy of the teacher-forced outputs over real target tokens (PAD ignored)."""
+    if not isinstance(batch, Batch):
+        raise TypeError(f"batch must be a Batch (encode_batch(sentences)), got {type(batch).__name__}")
     logits, _ = model(batch.src, batch.src_lengths, batch.tgt_in)
     return nn.functional.cross_entropy(logits.reshape(-1, logits.size(-1)), batch.tgt_out.reshape(-1),
                                        ignore_index=PAD)

@@ -32,6 +32,8 @@ class LearnedPositions(nn.Module):
 
     def __init__(self, max_len: int, embed_dim: int):
         super().__init__()
+        check_positive_int("max_len", max_len)
+        check_positive_int("embed_dim", embed_dim)
         self.max_len = max_len
         self.embedding = nn.Embedding(max_len, embed_dim)
 

@@ -33,6 +33,8 @@ FEATURES = sorted({f for feats in LEXICON.values() for f in feats} | {"unknown"}
 
 def tokenize(sentence: str) -> list[str]:
     """Lower-case words split on spaces: ``"The cat sat" -> ["the", "cat", "sat"]``."""
+    if not isinstance(sentence, str):
+        raise TypeError(f"sentence must be a string, got {type(sentence).__name__}")
     tokens = sentence.lower().replace(",", " ").replace(".", " ").split()
     if not tokens:
         raise ValueError(f"sentence must contain at least one word, got {sentence!r}")

@@ -13,6 +13,7 @@ from typing import Any
 import torch
 from tqdm.std import tqdm
 
+from ..nn._checks import check_positive_int
 from .measure import one_thread
 from .site_build import building_website
 
@@ -45,6 +46,9 @@ def train_model(model: torch.nn.Module, make_batch: Callable[[torch.Generator], 
     summary line instead, ``desc: N steps, loss first -> last``, since a page is read
     after the run and a bar's intermediate states would only clutter it.
     """
+    check_positive_int("steps", steps, minimum=0)
+    if not callable(make_batch):
+        raise TypeError(f"make_batch must be a function of a Generator, got {type(make_batch).__name__}")
     torch.manual_seed(seed)
     g = torch.Generator().manual_seed(seed)
     model.train()
