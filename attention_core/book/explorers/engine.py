@@ -13,7 +13,7 @@ An explorer is three small things:
   number of key blocks for a block size).
 
 A chapter shows an explorer one way, as the value of its cell; IPython then calls
-:meth:`Explorer._ipython_display_`, which gives one of two views:
+``Explorer._ipython_display_``, which gives one of two views:
 
 * in a live kernel (Jupyter, Colab, Binder): the live view
   (:mod:`~attention_core.book.explorers.live`), the ipywidgets controls and under them
@@ -239,7 +239,7 @@ class Explorer:
 
     def widget(self):
         """The live view's controls (ipywidgets 7.7+ and 8), made once; its ``.image`` is
-        the figure's output (:class:`~attention_core.book.explorers.live.Figure`)."""
+        the figure's output (:class:`~attention_core.book.explorers.live.FigureOutput`)."""
         if self._widget is None:
             self._widget = live.widget_view(self)
         return self._widget

@@ -66,7 +66,7 @@ def _control(explorer, name: str, on_change):
     return control
 
 
-class Figure:
+class FigureOutput:
     """The figure's own output: shown once with a ``display_id``, replaced on every
     move. ``value`` is the PNG shown now."""
 
@@ -103,8 +103,8 @@ def widget_view(explorer):
     """The controls, in a row that wraps on narrow screens. Moving one updates the
     explorer's figure in place and replaces the figure's output. The box has
     ``.controls`` (in the order of the explorer's controls; ``.sliders`` is the same
-    list) and ``.image`` (the :class:`Figure`, its ``.value`` the PNG shown)."""
-    figure = Figure(explorer)
+    list) and ``.image`` (the :class:`FigureOutput`, its ``.value`` the PNG shown)."""
+    figure = FigureOutput(explorer)
     updating = []  # set while dependent controls take their new ranges
 
     def moved(name, value):
