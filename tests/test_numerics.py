@@ -321,3 +321,11 @@ def test_a_long_float16_sliding_window():
 def test_float16_entropy_of_a_long_row():
     w = torch.full((70_000,), 1 / 70_000).half()
     assert_close(ac.attention_entropy(w).float(), torch.tensor(math.log(70_000)), rtol=2e-3, atol=0)
+
+
+def test_online_softmax_sums_a_float16_row_in_float32():
+    from attention_core.nn.flash import online_softmax
+
+    weights, trace = online_softmax(torch.zeros(70_000, dtype=torch.float16), block_size=70_000)
+    assert weights.dtype == torch.float16 and trace[-1]["l"] == 70_000
+    assert_close(weights, torch.full((70_000,), 1 / 70_000).half())

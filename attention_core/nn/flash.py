@@ -30,10 +30,12 @@ def online_softmax(scores: torch.Tensor, block_size: int):
 
     Returns ``(weights (S,), trace)`` where ``trace`` lists, after each block, the
     running maximum ``m`` and running sum ``l`` (so a reader can follow the rescaling).
+    float16/bfloat16 scores are summed in float32; the weights come back in their dtype.
     """
     check_positive_int("block_size", block_size)
     if scores.dim() != 1:
         raise ValueError(f"scores must be one row (S,), got shape {tuple(scores.shape)}")
+    dtype, scores = scores.dtype, upcast(scores)
     m, l, trace = NEG_INF, 0.0, []
     for start in range(0, scores.numel(), block_size):
         block = scores[start:start + block_size]
@@ -41,7 +43,7 @@ def online_softmax(scores: torch.Tensor, block_size: int):
         l = l * math.exp(m - m_new) + torch.exp(block - m_new).sum().item()  # rescale, then add
         m = m_new
         trace.append({"m": m, "l": l})
-    return torch.exp(scores - m) / l, trace
+    return (torch.exp(scores - m) / l).to(dtype), trace
 
 
 def flash_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
