@@ -268,3 +268,36 @@ def test_cached_decoding_after_a_prompt():
         steps = [block(x[:, :4], is_causal=True, kv_cache=cache)[0]]
         steps += [block(x[:, t:t + 1], kv_cache=cache)[0] for t in range(4, T)]
     assert_close(torch.cat(steps, dim=1), full)
+
+
+def _sublayer_calls(block) -> list[str]:
+    """Names of the block's sublayers, appended as each one runs."""
+    calls = []
+    for name, module in block.named_children():
+        module.register_forward_pre_hook(lambda *_, name=name: calls.append(name))
+    return calls
+
+
+@pytest.mark.parametrize("norm_first", [True, False])
+@pytest.mark.parametrize("bad", [torch.randn(B, T, D + 2), torch.randn(B, T, D, dtype=torch.float64),
+                                 torch.empty(B, T, D, device="meta")], ids=["width", "dtype", "device"])
+def test_a_bad_x_is_named_before_any_sublayer_runs(norm_first, bad):
+    block = TransformerBlock(D, H, F, norm_first=norm_first)
+    calls = _sublayer_calls(block)
+    with pytest.raises((ValueError, TypeError), match=r"^x "):
+        block(bad)
+    assert calls == []
+
+
+def test_a_decoder_block_checks_memory_and_memory_mask_before_self_attention():
+    block = TransformerDecoderBlock(D, H, F)
+    calls = _sublayer_calls(block)
+    x, memory = torch.randn(B, T, D), torch.randn(B, S, D)
+    for call, name in ((lambda: block(x, memory.double()), "memory"),
+                       (lambda: block(x, torch.randn(B + 1, S, D)), "memory"),
+                       (lambda: block(x, memory, memory_mask=padding_mask([S, 2, 1], S)), "memory_mask")):
+        with pytest.raises((ValueError, TypeError), match=f"^{name} "):
+            call()
+    assert calls == []
+    block(x, memory, memory_mask=padding_mask([S, 2, 1], S).unsqueeze(1))  # the head axis added
+    assert calls[0] == "norm1"

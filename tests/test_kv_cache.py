@@ -216,3 +216,13 @@ def test_latent_cache_crop_rewinds_like_the_kv_cache():
     torch.testing.assert_close(again, expected, rtol=0, atol=0)
     with pytest.raises(ValueError, match="length must be an int in \\[0, 5\\]"):
         cache.crop(6)
+
+
+def test_a_refused_append_writes_nothing():
+    cache = KVCache(1, 2, 4, 8)
+    for k, error in ((torch.randn(1, 2, 1, 4, dtype=torch.float64), TypeError),  # another dtype
+                     (torch.randn(1, 2, 0, 4), ValueError),  # no token
+                     (torch.randn(2, 1, 4), ValueError)):  # no batch axis
+        with pytest.raises(error, match=r"^k "):
+            cache.append(k, k)
+    assert cache.length == 0 and not cache.keys.any()

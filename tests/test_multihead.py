@@ -10,6 +10,7 @@ from torch.testing import assert_close
 from attention_core import (
     ATTENTION_FUNCTIONS,
     MultiHeadAttention,
+    MultiHeadLatentAttention,
     apply_rotary,
     causal_mask,
     merge_heads,
@@ -221,3 +222,23 @@ def test_kernels_that_cannot_serve_the_layer_or_the_call_are_named():
     assert out.shape == (2, 5, 16) and weights is None
     with pytest.raises(ValueError, match="attention='linear' takes no attn_mask"):
         linear(x, attn_mask=torch.ones(5, 5, dtype=torch.bool))
+
+
+@pytest.mark.parametrize("B", [1, 2])  # B == 1 and B == num_heads broadcast silently as (H, L, S)
+def test_a_padding_mask_without_its_head_axis_is_refused_with_the_fix(B):
+    mha = MultiHeadAttention(8, 2)
+    x, lengths = torch.randn(B, 3, 8), [2, 1][:B]
+    with pytest.raises(ValueError, match=r"attn_mask of shape \(\d, 1, 3\) has 3 dims.*unsqueeze\(1\)"):
+        mha(x, attn_mask=padding_mask(lengths, 3))
+    _, weights = mha(x, attn_mask=padding_mask(lengths, 3).unsqueeze(1))  # (B, 1, 1, S)
+    for b, n in enumerate(lengths):
+        assert (weights[b, :, :, n:] == 0).all()
+
+
+def test_inputs_in_another_dtype_are_named_before_projecting():
+    mha = MultiHeadAttention(8, 2)
+    x = torch.randn(2, 3, 8)
+    with pytest.raises(TypeError, match=r"key has dtype torch.float16 but must have torch.float32"):
+        mha(x, x.half())
+    with pytest.raises(TypeError, match=r"x has dtype torch.float64"):
+        MultiHeadLatentAttention(8, 2, 4)(x.double())

@@ -241,3 +241,17 @@ def test_every_decoder_step_has_one_signature(kind):
         torch.testing.assert_close(again[2], weights)
     torch.testing.assert_close(again[0], logits)
     torch.testing.assert_close(again[1], state)
+
+
+@pytest.mark.parametrize("name", sorted(SCORES))
+def test_attend_gives_a_sentence_with_no_real_token_zeros_not_nan(name):
+    torch.manual_seed(0)
+    score = make_score(name, 4, 4)
+    query, keys = torch.randn(2, 4, requires_grad=True), torch.randn(2, 5, 4)
+    mask = torch.tensor([[True, True, False, False, False], [False] * 5])
+    context, weights = attend(score, query, keys, mask)
+    assert torch.equal(weights[1], torch.zeros(5)) and torch.equal(context[1], torch.zeros(4))
+    expected, _ = attend(score, query[:1], keys[:1], mask[:1])  # the other row is unchanged
+    assert torch.equal(context[:1], expected)
+    context.sum().backward()
+    assert torch.isfinite(query.grad).all()
