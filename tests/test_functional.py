@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch.testing import assert_close
 
+import attention_core as ac
 from attention_core import causal_mask, scaled_dot_product_attention, softmax
 
 SHAPES = [  # (batch dims, L, S, E, Ev)
@@ -194,3 +195,12 @@ def test_dropout_keeps_expectation():
     assert ((w == 0) | (w > 0)).all()
     assert 0.4 < (w == 0).float().mean() < 0.6  # about half the weights dropped
     assert abs(w.sum(-1).mean().item() - 1.0) < 0.1  # survivors are scaled by 2
+
+
+def test_softmax_and_eager_attention_name_bad_arguments():
+    with pytest.raises(TypeError, match="scores must be a floating-point tensor, got dtype torch.int64"):
+        ac.softmax(torch.ones(3, dtype=torch.long))
+    with pytest.raises(TypeError, match="scores must be a torch.Tensor, got list"):
+        ac.softmax([1.0, 2.0])
+    with pytest.raises(ValueError, match="query and key must have the same last dim E"):
+        ac.eager_attention(torch.randn(3, 4), torch.randn(5, 3), torch.randn(5, 3))

@@ -26,7 +26,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from ._checks import check_attn_mask, check_dropout_p, check_qkv, check_scale, scores_shape
+from ._checks import check_attn_mask, check_dropout_p, check_qkv, check_scale, check_tensor, scores_shape
 from .masks import causal_mask
 
 LOW_PRECISION = (torch.float16, torch.bfloat16)
@@ -60,8 +60,10 @@ def softmax(scores: torch.Tensor, dim: int = -1, inplace: bool = False) -> torch
     the score matrix). When autograd is recording, the intermediate values are
     needed for the backward pass, so it computes out of place anyway. float16 and
     bfloat16 scores are computed in float32 (a row of 70,000 equal scores sums to
-    70,000, past float16's 65504) and returned in their own dtype.
+    70,000, past float16's 65504) and returned in their own dtype. ``scores`` must be
+    a floating-point tensor (else a ``TypeError`` naming it).
     """
+    check_tensor("scores", scores)
     if scores.dtype in LOW_PRECISION:
         weights = softmax(scores.float(), dim)
         if inplace and not (scores.requires_grad and torch.is_grad_enabled()):
@@ -112,13 +114,15 @@ def eager_attention(
     scale: float | None = None,
     dropout_p: float = 0.0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The maths of scaled dot-product attention, with no argument checks: what
-    :func:`scaled_dot_product_attention` computes once it has checked its arguments.
+    """The maths of scaled dot-product attention: what :func:`scaled_dot_product_attention`
+    computes once it has checked its arguments. It checks only that ``query``, ``key`` and
+    ``value`` fit together (a clear error instead of one from inside the matrix product).
 
     ``query (..., L, E)``, ``key (..., S, E)``, ``value (..., S, Ev)`` ->
     ``(output (..., L, Ev), weights (..., L, S))``, in the inputs' dtype; float16 and
     bfloat16 are computed in float32 (:func:`upcast`).
     """
+    check_qkv(query, key, value)
     dtype = query.dtype
     query, key, value = (upcast(x) for x in (query, key, value))
     scale = 1.0 / math.sqrt(query.size(-1)) if scale is None else scale
