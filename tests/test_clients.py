@@ -36,11 +36,14 @@ import nbformat
 import pytest
 
 import colab_env
-from conftest import ROOT, chromium, need_chromium
+from conftest import ROOT, SITE, chromium, need_chromium
 
 pytestmark = pytest.mark.clients
 
-CHAPTER = ROOT / "chapters" / "01_attention_basics.ipynb"
+# what a reader opens: the chapter's reader notebook, written by `make book`
+# (_ext/reader_notebooks.py), not the MyST source in chapters/
+CHAPTER = SITE / "notebooks" / "chapters" / "01_attention_basics.ipynb"
+MYST_LEFT = re.compile(r"\{[a-z][\w:-]*\}`|```\{|:::\{")
 EXPLORER_CALL = "basics_explorer("
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 SHOTS = ROOT / "_build" / "screenshots"
@@ -125,7 +128,7 @@ def texts(output, key="text/plain") -> str:
     return str(output.get("data", {}).get(key, ""))
 
 
-def test_colab_chapter_runs_with_a_live_explorer(colab, monkeypatch, tmp_path):
+def test_colab_chapter_runs_with_a_live_explorer(colab, site, monkeypatch, tmp_path):
     from nbclient import NotebookClient
 
     start = time.monotonic()
@@ -219,8 +222,8 @@ def write_json(path: Path, data):
 
 
 @pytest.fixture(scope="module")
-def lab():
-    """`jupyter lab` from this venv on a free port, over a copy of chapters/, with its
+def lab(site):
+    """`jupyter lab` from this venv on a free port, over a copy of the reader notebooks, with its
     own config and settings; yields ``(base URL, the folder it serves)`` and stops the
     server whatever happens."""
     try:
@@ -229,7 +232,7 @@ def lab():
         need("jupyterlab", False, "pip install -e '.[test]'")
     home = Path(tempfile.mkdtemp(prefix="jupyterlab-test-"))
     root = home / "chapters"
-    shutil.copytree(ROOT / "chapters", root, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+    shutil.copytree(CHAPTER.parent, root, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
     settings = home / "settings"
     # every cell in the DOM (no windowing), and no news or update checks (no network)
     write_json(settings / "@jupyterlab" / "notebook-extension" / "tracker.jupyterlab-settings",
@@ -423,6 +426,23 @@ def test_jupyterlab_runs_the_chapter_and_a_saved_copy_keeps_the_figure_left(lab,
         return [...document.querySelectorAll(stderr)]
             .map(e => e.textContent).filter(t => /Traceback|Error/.test(t)).map(t => t.slice(0, 300));""")
     assert not errors, f"cells failed in JupyterLab: {errors}"
+
+    # the prose reads like the page: no MyST left, maths typeset, citations and terms linked
+    prose = driver.execute_script("""
+        const md = [...document.querySelectorAll('.jp-MarkdownCell .jp-RenderedMarkdown')];
+        return {text: md.map(m => m.innerText).join('\\n'),
+                maths: md.filter(m => m.querySelector('mjx-container')).length,
+                links: md.flatMap(m => [...m.querySelectorAll('a[href^="https://"]')]).length,
+                details: md.flatMap(m => [...m.querySelectorAll('details')]).length};""")
+    left = sorted(set(MYST_LEFT.findall(prose["text"])))
+    assert not left, f"JupyterLab shows raw MyST markup in the reader notebook: {left}"
+    assert prose["maths"] > 5 and prose["links"] > 10 and prose["details"] > 0, (
+        f"the reader notebook's prose is not rendered as expected: {dict(prose, text='...')}")
+    cited = driver.execute_script("""return [...document.querySelectorAll('.jp-MarkdownCell')].find(
+        c => c.querySelector('a[href*="bibliography.html"]') && c.querySelector('mjx-container'))""")
+    driver.execute_script("arguments[0].scrollIntoView({block: 'start'})", cited)
+    time.sleep(0.5)
+    shot(driver, "jupyterlab_reader_prose")
 
     driver.execute_script("arguments[0].scrollIntoView({block: 'start'})", explorer)
     time.sleep(0.5)

@@ -23,13 +23,13 @@ import test_clients
 from test_clients import PROBE, WIDGET_VIEW, changes, texts, timed
 
 import colab_env
-from conftest import ROOT
+from conftest import SITE
 
 colab = test_clients.colab  # the Colab-like venv's fixture: pytest finds it here by its name
 
 pytestmark = pytest.mark.clients
 
-CHAPTER = ROOT / "chapters" / "13_pretrained_model.ipynb"
+CHAPTER = SITE / "notebooks" / "chapters" / "13_pretrained_model.ipynb"  # the reader notebook
 EXTRAS = ("book", "pretrained")
 GIT_URL = "git+https://github.com/learn-attention/learn-attention"
 
@@ -69,7 +69,7 @@ def seconds(cell) -> float:
             - datetime.fromisoformat(times["iopub.execute_input"].replace("Z", "+00:00"))).total_seconds()
 
 
-def test_colab_chapter_13_installs_and_runs_with_a_live_explorer(colab, monkeypatch, tmp_path):
+def test_colab_chapter_13_installs_and_runs_with_a_live_explorer(colab, site, monkeypatch, tmp_path):
     from nbclient import NotebookClient
 
     nb = nbformat.read(CHAPTER, as_version=4)
