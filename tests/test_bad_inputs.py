@@ -33,7 +33,17 @@ from attention_core.models import (
     toy_tasks,
     training,
 )
-from attention_core.nn import block, kv_cache, latent_attention, multihead, paged, positional, scoring
+from attention_core.nn import (
+    block,
+    kv_cache,
+    latent_attention,
+    linear_attention,
+    multihead,
+    paged,
+    positional,
+    scoring,
+    sparse,
+)
 
 MODULES = (
     block,
@@ -301,6 +311,13 @@ ROWS = [
         "key"),
     Row("softmax", "integer scores", lambda: ac.softmax(torch.ones(3, dtype=torch.long)), TypeError,
         "scores"),
+    Row("softmax", "dim past the last", lambda: ac.softmax(r(2, 3), dim=5), ValueError, "dim"),
+    Row("scaled_dot_product_attention", "is_causal a string",
+        lambda: ac.scaled_dot_product_attention(r(3, 4), r(3, 4), r(3, 4), is_causal="yes"), TypeError,
+        "is_causal"),
+    Row("elu_feature_map", "integer x", lambda: linear_attention.elu_feature_map(torch.arange(3)), TypeError,
+        "x"),
+    Row("density", "a list", lambda: sparse.density([1]), TypeError, "mask"),
     Row("ATTENTION_FUNCTIONS", "flash, value on another device",
         lambda: ac.ATTENTION_FUNCTIONS["flash"](q4, k4, v4.to(META)), ValueError, "value"),
     Row("ATTENTION_FUNCTIONS", "sliding_window, window 0",

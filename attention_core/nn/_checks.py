@@ -171,6 +171,19 @@ def check_scale(scale) -> None:
         raise ValueError(f"scale must be a positive finite number or None, got {scale!r}")
 
 
+def check_is_causal(is_causal) -> None:
+    """Raise unless ``is_causal`` is a bool (``"yes"`` would be truthy, silently)."""
+    if not isinstance(is_causal, bool):
+        raise TypeError(f"is_causal must be True or False, got {is_causal!r}")
+
+
+def check_dim(name: str, dim, x: torch.Tensor) -> None:
+    """Raise unless ``dim`` is an int naming one of the dims of ``x``."""
+    if isinstance(dim, bool) or not isinstance(dim, int) or not -x.dim() <= dim < x.dim():
+        raise ValueError(f"{name} must be an int in [{-x.dim()}, {x.dim() - 1}] for a tensor of "
+                         f"shape {tuple(x.shape)}, got {dim!r}")
+
+
 def check_dropout_p(dropout_p) -> None:
     """Raise unless ``dropout_p`` lies in ``[0, 1)``."""
     if not (isinstance(dropout_p, (int, float)) and 0.0 <= dropout_p < 1.0):

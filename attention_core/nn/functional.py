@@ -26,7 +26,16 @@ import math
 import torch
 import torch.nn.functional as F
 
-from ._checks import check_attn_mask, check_dropout_p, check_qkv, check_scale, check_tensor, scores_shape
+from ._checks import (
+    check_attn_mask,
+    check_dim,
+    check_dropout_p,
+    check_is_causal,
+    check_qkv,
+    check_scale,
+    check_tensor,
+    scores_shape,
+)
 from .masks import causal_mask
 
 LOW_PRECISION = (torch.float16, torch.bfloat16)
@@ -64,6 +73,7 @@ def softmax(scores: torch.Tensor, dim: int = -1, inplace: bool = False) -> torch
     a floating-point tensor (else a ``TypeError`` naming it).
     """
     check_tensor("scores", scores)
+    check_dim("dim", dim, scores)
     if scores.dtype in LOW_PRECISION:
         weights = softmax(scores.float(), dim)
         if inplace and not (scores.requires_grad and torch.is_grad_enabled()):
@@ -167,6 +177,7 @@ def scaled_dot_product_attention(
     check_qkv(query, key, value)
     if attn_mask is not None:
         check_attn_mask(attn_mask, scores_shape(query, key), query.device)
+    check_is_causal(is_causal)
     check_scale(scale)
     check_dropout_p(dropout_p)
     return eager_attention(query, key, value, attn_mask, is_causal, scale, dropout_p)

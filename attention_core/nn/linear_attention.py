@@ -29,7 +29,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from ._checks import check_device, check_positive_int, check_qkv, check_scale
+from ._checks import check_device, check_positive_int, check_qkv, check_scale, check_tensor
 from .functional import eager_attention, upcast
 
 FeatureMap = Callable[[torch.Tensor], torch.Tensor]
@@ -37,6 +37,7 @@ FeatureMap = Callable[[torch.Tensor], torch.Tensor]
 
 def elu_feature_map(x: torch.Tensor) -> torch.Tensor:
     """``elu(x) + 1`` (Katharopoulos et al. 2020): positive, so every weight is positive."""
+    check_tensor("x", x)
     return F.elu(x) + 1
 
 

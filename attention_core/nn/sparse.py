@@ -126,6 +126,9 @@ def bigbird_mask(L: int, window: int, num_global: int, num_random: int, seed: in
 
 def density(mask: torch.Tensor) -> float:
     """Fraction of the ``(L, S)`` matrix a mask keeps (True entries)."""
+    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
+        raise TypeError(f"mask must be a boolean torch.Tensor, got "
+                        f"{mask.dtype if isinstance(mask, torch.Tensor) else type(mask).__name__}")
     return mask.float().mean().item()
 
 
