@@ -9,6 +9,7 @@ from torch.nn import functional as F
 from torch.testing import assert_close
 
 from attention_core import TransformerBlock
+from attention_core.book.exercises import check_rms_norm
 from attention_core.nn.feedforward import GatedFeedForward, feed_forward
 from attention_core.nn.norms import QKNormLinear, RMSNorm, rms_norm
 
@@ -203,3 +204,14 @@ def test_from_llama_refuses_what_it_cannot_copy():
         TransformerBlock.from_llama(layer)
     with pytest.raises(TypeError, match="LlamaDecoderLayer"):
         TransformerBlock.from_llama(nn.Linear(2, 2))
+
+
+def test_check_rms_norm_accepts_rms_norm_and_names_typical_mistakes():
+    assert check_rms_norm(lambda x, w, e: F.rms_norm(x, (x.size(-1),), w, e))
+    wrongs = [(lambda x, w, e: F.layer_norm(x, (x.size(-1),), w, eps=e), "LayerNorm"),
+              (lambda x, w, e: x / (x.pow(2).sum(-1, keepdim=True) + e).sqrt() * w, "root *mean* square"),
+              (lambda x, w, e: x / (x.pow(2).mean(-1, keepdim=True).sqrt() + e) * w, "inside the"),
+              (lambda x, w, e: x / (x.pow(2).mean(-1, keepdim=True) + e).sqrt(), "forgot the gain")]
+    for wrong, named in wrongs:
+        verdict = check_rms_norm(wrong)
+        assert not verdict and named in verdict.message, verdict.message

@@ -10,7 +10,7 @@ With row vectors, as everywhere in the book, the plain network is
 ``FFN(x) = (act(x W_gate) * (x W_up)) W_down``: a second projection of the input, ``x
 W_up``, multiplies the activation elementwise (the gate). It has three matrices of ``D x
 F`` where the plain one has two, so at ``F = 8/3 D`` it has the plain network's weights at
-``F = 4 D`` (Shazeer's comparison; Llama rounds ``8/3 D`` up to a multiple of 256).
+``F = 4 D`` (Shazeer's comparison; Llama rounds ``8/3 D`` up, and scales it in larger models).
 """
 
 from __future__ import annotations
