@@ -50,7 +50,8 @@ ifeq ($(SOLUTIONS),hide)
 	@# Student edition: same pages, solutions left out, executed outputs shared with the full build.
 	$(PY) -c "import yaml; c = yaml.safe_load(open('_config.yml')); \
 	c['sphinx']['config']['student_edition'] = True; c['execute']['cache'] = '_build/.jupyter_cache'; \
-	c['title'] += ' (student edition)'; yaml.safe_dump(c, open('_config_student.yml', 'w'))"
+	c['title'] += ' (student edition)'; c['html']['baseurl'] += 'student/'; \
+	c['sphinx']['config']['reader_notebooks_prefix'] = 'student/'; yaml.safe_dump(c, open('_config_student.yml', 'w'))"
 	$(VENV)/bin/jupyter-book build $(BOOK_FLAGS) --config _config_student.yml --path-output _build/student .
 	rm -f _config_student.yml
 	@echo "student edition: _build/student/_build/html"

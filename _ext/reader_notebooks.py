@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from importlib.metadata import version
 from pathlib import Path
 from urllib.parse import quote, urlencode
 
@@ -40,14 +41,16 @@ OPTION = re.compile(r"^:(?P<key>[\w-]+):\s*(?P<value>.*)$")
 TARGET = re.compile(r"^\((?P<label>[\w-]+)\)=\s*$")
 ADMONITIONS = {"note": "Note", "warning": "Warning", "tip": "Tip", "important": "Important",
                "caution": "Caution", "attention": "Attention", "hint": "Hint", "seealso": "See also"}
-SOURCE_HIDDEN = {"hide-input", "remove-input"}
+SOURCE_HIDDEN = {"hide-input", "remove-input", "remove-cell"}  # collapsed, as the page hides them
 RUN_NOTE = (
-    "> **This is the notebook of [{title}]({url}).** The numbers in its text were computed by"
-    " its own cells when the website was built, on a CPU. Run it and the cells compute them"
-    " again: the training runs and random draws are seeded and give the same results, while"
-    " timings, memory use and anything that depends on your hardware or library versions"
-    " will differ."
+    "> **This is the notebook of [{title}]({url}).** The numbers its text quotes from the"
+    " cells below are those of the website's build (on a CPU, with the versions the book"
+    " pins, torch {torch}). Run it and the cells compute them again: training and random"
+    " draws are seeded, so with those versions you get the same numbers. Numbers marked"
+    " {mark} are timings or memory measurements, which depend on your machine; other"
+    " library versions or a GPU can also change the last digits of trained results."
 )
+MEASURED = "<sup>†</sup>"  # after a number glued by a cell tagged ``timing``
 
 
 class ReaderNotebookError(ValueError):
@@ -60,14 +63,16 @@ class Site:
 
     ``glue``: the page's glued outputs (key -> ``text/plain``); ``citations``: bib key ->
     (author-year label, URL); ``terms``: lower-cased glossary term -> URL; ``docs``: page
-    name -> (title, URL); ``student``: leave solutions out."""
+    name -> (title, URL); ``student``: leave solutions out; ``torch``: the build's version."""
 
     base_url: str
     glue: dict[str, str] = field(default_factory=dict)
+    measured: set[str] = field(default_factory=set)  # glue keys of cells tagged ``timing``
     citations: dict[str, tuple[str, str]] = field(default_factory=dict)
     terms: dict[str, str] = field(default_factory=dict)
     docs: dict[str, tuple[str, str]] = field(default_factory=dict)
     student: bool = False
+    torch: str = ""
 
 
 # ------------------------------------------------------------------ roles
@@ -104,9 +109,10 @@ def convert_role(name: str, content: str, site: Site, docname: str) -> str:
         key, _, fmt = content.partition(":")
         if key not in site.glue:
             raise ReaderNotebookError(f"{docname}: nothing was glued as {key!r}")
-        return format_glue(site.glue[key], fmt)
+        return format_glue(site.glue[key], fmt) + (MEASURED if key in site.measured else "")
     if name in ("cite:t", "cite:p", "cite"):
         keys = [k.strip() for k in content.split(",")]
+        keys.sort(key=lambda k: site.citations.get(k, ("",))[0])  # the website's order
         missing = [k for k in keys if k not in site.citations]
         if missing:
             raise ReaderNotebookError(f"{docname}: unknown citation(s) {missing}")
@@ -206,16 +212,17 @@ def convert_markdown(text: str, site: Site, docname: str, exercises: Exercises) 
         directive, i = parse_directive(lines, i)
         body = convert_markdown(directive.body, site, docname, exercises)
         if directive.name == "exercise":
+            directive.argument = convert_roles(directive.argument, site, docname)
             number, title = exercises.add(directive)
-            out += [f"### Exercise {number}" + (f" ({convert_roles(title, site, docname)})" if title else ""),
-                    "", body]
+            out += [f"### Exercise {number}" + (f" ({title})" if title else ""), "", body]
         elif directive.name == "solution":
             if not site.student:
                 summary = exercises.name(directive.argument, docname)
                 out += [f"<details><summary><b>Solution to {summary}</b></summary>", "", body, "",
                         "</details>"]
-        elif directive.name in ADMONITIONS:
-            title = ADMONITIONS[directive.name]
+        elif directive.name in ADMONITIONS or directive.name == "admonition":
+            title = (convert_roles(directive.argument, site, docname)
+                     or ADMONITIONS.get(directive.name, "Note"))
             quoted = [f"> {row}" if row else ">" for row in f"**{title}.** {body}".split("\n")]
             out += quoted
         else:
@@ -246,15 +253,16 @@ def convert_notebook(nb, site: Site, docname: str):
     """The reader notebook of page ``docname`` (an nbformat notebook, converted in a copy)."""
     nb = nbformat.from_dict(json.loads(json.dumps(nb)))
     exercises = Exercises(_chapter_number(docname))
-    cells, in_solution = [], False
+    cells, in_solution, collapsed = [], False, []
     for cell in nb.cells:
         if cell.cell_type == "markdown" and (gate := _gate(cell.source)):
             if gate.name == "solution-start":
                 in_solution = True
-                if not site.student:
+                if not site.student:  # collapsed in JupyterLab (cell) and in Colab (notebook)
                     heading = f"#### Solution to {exercises.name(gate.argument, docname)}"
-                    cells.append(nbformat.v4.new_markdown_cell(
-                        heading, id=cell.get("id"), metadata={"jp-MarkdownHeadingCollapsed": True}))
+                    cells.append(nbformat.v4.new_markdown_cell(heading, id=cell.get("id"), metadata={
+                        "jp-MarkdownHeadingCollapsed": True, "id": cell.get("id")}))
+                    collapsed.append(cell.get("id"))
             else:
                 in_solution = False
             continue
@@ -262,6 +270,8 @@ def convert_notebook(nb, site: Site, docname: str):
             continue
         if cell.cell_type == "markdown":
             cell.source = convert_markdown(cell.source, site, docname, exercises)
+            if not cell.source.strip():  # a solution the student edition leaves out
+                continue
         elif cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
             if SOURCE_HIDDEN & set(cell.metadata.get("tags", [])):
@@ -273,10 +283,13 @@ def convert_notebook(nb, site: Site, docname: str):
                      and c.source.lstrip().startswith("# ")), None)
     if title_at is not None:
         title, url = site.docs.get(docname, ("this page", site.base_url))
-        note = nbformat.v4.new_markdown_cell(RUN_NOTE.format(title=title, url=url), id="reader-note")
+        note = nbformat.v4.new_markdown_cell(
+            RUN_NOTE.format(title=title, url=url, torch=site.torch, mark=MEASURED), id="reader-note")
         cells.insert(title_at + 1, note)
     nb.cells = cells
     nb.metadata.pop("mystnb", None)
+    if collapsed:
+        nb.metadata["colab"] = {"collapsed_sections": collapsed}
     return nb
 
 
@@ -298,7 +311,15 @@ def _site(app) -> Site:
         citations[citation.key] = (f"{authors}, {year}",
                                    f"{base}{citation.bibliography_key.docname}.html#{citation.citation_id}")
     return Site(base_url=base, citations=citations, terms=terms, docs=docs,
-                student=bool(getattr(app.config, "student_edition", False)))
+                student=bool(getattr(app.config, "student_edition", False)),
+                torch=version("torch").split("+")[0])
+
+
+def measured_keys(executed) -> set[str]:
+    """Glue keys displayed by the cells tagged ``timing`` of an executed notebook."""
+    return {out.get("metadata", {}).get("scrapbook", {}).get("name")
+            for cell in executed.cells if "timing" in cell.get("metadata", {}).get("tags", [])
+            for out in cell.get("outputs", [])} - {None}
 
 
 def _plain_name(person) -> str:
@@ -322,6 +343,8 @@ def write_reader_notebooks(app, exception) -> None:
         glue_file = glue_dir / f"{docname}.glue.json"
         site.glue = ({key: out["data"].get("text/plain", "") for key, out in
                       json.loads(glue_file.read_text()).items()} if glue_file.exists() else {})
+        executed = glue_dir / f"{docname}.ipynb"
+        site.measured = measured_keys(nbformat.read(executed, as_version=4)) if executed.exists() else set()
         nb = nbformat.read(app.env.doc2path(docname), as_version=4)
         try:
             reader = convert_notebook(nb, site, docname)
@@ -341,7 +364,7 @@ def launch_urls(app, pagename: str) -> dict[str, str]:
     pages = app.config.reader_notebooks_branch
     launch = app.config.html_theme_options.get("launch_buttons", {})
     ui = {"classic": "tree", "jupyterlab": "lab/tree"}[launch.get("notebook_interface", "classic")]
-    path = f"{NOTEBOOKS}/{pagename}.ipynb"
+    path = f"{app.config.reader_notebooks_prefix}{NOTEBOOKS}/{pagename}.ipynb"
     pull = urlencode({"repo": repo_url, "branch": pages, "urlpath": f"{ui}/{repo}/{path}"}, safe="/")
     urls = {"download": f"{NOTEBOOKS}/{pagename}.ipynb"}
     if launch.get("colab_url"):
@@ -374,6 +397,8 @@ def point_buttons_at_reader_notebooks(app, pagename, templatename, context, doct
 
 def setup(app):
     app.add_config_value("reader_notebooks_branch", "gh-pages", "html")
+    # where the site sits in that branch: "" for the book, "student/" for the student edition
+    app.add_config_value("reader_notebooks_prefix", "", "html")
     app.connect("html-page-context", point_buttons_at_reader_notebooks, priority=900)
     app.connect("build-finished", write_reader_notebooks)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

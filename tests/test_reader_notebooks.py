@@ -27,7 +27,8 @@ import reader_notebooks as rn
 BASE = "https://example.org/book/"
 SITE = rn.Site(
     base_url=BASE,
-    glue={"acc": "0.87654", "n": "12", "word": "'sink'"},
+    glue={"acc": "0.87654", "n": "12", "word": "'sink'", "speedup": "3.21"},
+    measured={"speedup"},
     citations={"vaswani2017": ("Vaswani et al., 2017", BASE + "bibliography.html#id1"),
                "ba2016": ("Ba and Kiros, 2016", BASE + "bibliography.html#id2")},
     terms={"layernorm": BASE + "glossary.html#term-LayerNorm"},
@@ -48,12 +49,14 @@ def test_glue_is_the_number_formatted_as_on_the_page():
     assert md("{glue:text}`acc:.1%` right, {glue:text}`n` heads, {glue:text}`word`") == \
         "87.7% right, 12 heads, sink"
     assert md("{glue:text}`acc:.2f`") == "0.88"
+    assert md("{glue:text}`speedup:.1f` times faster") == f"3.2{rn.MEASURED} times faster", (
+        "a number measured by a timing cell is marked")
 
 
 def test_citations_are_linked_author_year_text():
     assert md("as {cite:t}`vaswani2017` showed") == \
         f"as [Vaswani et al. (2017)]({BASE}bibliography.html#id1) showed"
-    assert md("a norm {cite:p}`ba2016,vaswani2017`.") == (
+    assert md("a norm {cite:p}`vaswani2017,ba2016`.") == (  # in the website's order
         f"a norm ([Ba and Kiros, 2016]({BASE}bibliography.html#id2); "
         f"[Vaswani et al., 2017]({BASE}bibliography.html#id1)).")
 
@@ -136,6 +139,8 @@ def test_the_student_edition_leaves_solutions_out():
 def test_admonitions_are_quotes_and_targets_go():
     assert md("(sec-x)=\n```{warning}\n**Two** rules.\n\n- one\n```") == \
         "> **Warning.** **Two** rules.\n>\n> - one"
+    assert md("```{admonition} Why {term}`LayerNorm`\nBecause.\n```") == \
+        f"> **Why [LayerNorm]({BASE}glossary.html#term-LayerNorm).** Because."
 
 
 def notebook(*cells):
@@ -154,16 +159,22 @@ def test_gated_solutions_become_a_collapsed_heading_and_code_is_kept():
     out = rn.convert_notebook(nb, SITE, DOC)
     kinds = [(c.cell_type, c.source.split("\n")[0]) for c in out.cells]
     assert kinds == [("markdown", "# 6. The block"), ("markdown", rn.RUN_NOTE.split("\n")[0].format(
-        title="6. The block", url=BASE + "chapters/06_block.html")), ("code", "print(1)"),
+        title="6. The block", url=BASE + "chapters/06_block.html", torch="", mark=rn.MEASURED)),
+        ("code", "print(1)"),
         ("markdown", "### Exercise 6.1 (Implement)"),
         ("markdown", "#### Solution to Exercise 6.1 (Implement)"),
         ("markdown", "Here:"), ("code", "answer = 42"), ("markdown", "## Next")]
     assert out.cells[4].metadata["jp-MarkdownHeadingCollapsed"] is True
+    assert out.metadata["colab"]["collapsed_sections"] == [out.cells[4].metadata["id"]]
     assert out.cells[2].outputs == [] and out.cells[2].metadata["jupyter"]["source_hidden"] is True
     assert nb.cells[1].outputs, "the conversion must not change its input"
     student = rn.convert_notebook(nb, rn.Site(**{**SITE.__dict__, "student": True}), DOC)
     assert [c.source for c in student.cells if c.cell_type == "code"] == ["print(1)"]
     assert not any("Solution" in c.source or c.source == "Here:" for c in student.cells)
+    dropdown = rn.convert_notebook(notebook("```{exercise}\n:label: ex-a\n\nDo.\n```",
+                                            "```{solution} ex-a\nDone.\n```"),
+                                   rn.Site(**{**SITE.__dict__, "student": True}), DOC)
+    assert [c.source for c in dropdown.cells] == ["### Exercise 6.1\n\nDo."], "no empty cell is left"
 
 
 # ------------------------------------------------------------------ the built site
@@ -190,7 +201,7 @@ def test_a_reader_notebook_has_no_myst_and_the_chapters_code(site, chapter):
     assert len(headings) == text.count("{exercise}"), "an exercise lost its heading"
     solutions = "\n".join(c.source for c in nb.cells).count("Solution to Exercise")
     assert solutions == text.count("{solution}") + text.count("{solution-start}")
-    assert nb.cells[2].id == "reader-note" and "will differ" in nb.cells[2].source
+    assert nb.cells[2].id == "reader-note" and "depend on your machine" in nb.cells[2].source
 
 
 @pytest.mark.book
@@ -207,6 +218,31 @@ def test_reader_notebooks_show_the_glued_numbers(site):
         for key, fmt in re.findall(r"\{glue:text\}`([\w]+):?([^`]*)`", text):
             value = rn.format_glue(glue[key]["data"]["text/plain"], fmt)
             assert value in out[cell_id], f"{key} ({value}) is not in the reader notebook's text"
+
+
+@pytest.mark.book
+def test_measured_numbers_are_marked(site):
+    """Chapter 9 glues speed-ups from timing cells: its reader notebook marks them, and
+    chapter 2 (no timing cell) marks nothing."""
+    text = "\n".join(c.source for c in reader(site, "chapters/09_mqa_gqa").cells)
+    assert text.count(rn.MEASURED) >= 2, "chapter 9's timings are not marked"
+    assert rn.MEASURED not in "\n".join(c.source for c in reader(site, "chapters/02_scaling").cells[3:])
+
+
+def test_the_student_edition_opens_its_own_notebooks():
+    from types import SimpleNamespace
+
+    def app(prefix):
+        options = {"repository_url": "https://github.com/o/r", "repository_branch": "main",
+                   "launch_buttons": {"colab_url": "https://colab", "notebook_interface": "jupyterlab"}}
+        config = SimpleNamespace(html_theme_options=options, reader_notebooks_branch="pages",
+                                 reader_notebooks_prefix=prefix)
+        return SimpleNamespace(config=config)
+
+    assert rn.launch_urls(app(""), "chapters/x")["Colab"] == \
+        "https://colab/github/o/r/blob/pages/notebooks/chapters/x.ipynb"
+    assert rn.launch_urls(app("student/"), "chapters/x")["Colab"] == \
+        "https://colab/github/o/r/blob/pages/student/notebooks/chapters/x.ipynb"
 
 
 @pytest.mark.book
