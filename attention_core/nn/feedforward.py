@@ -38,8 +38,7 @@ def feed_forward(embed_dim: int, ff_dim: int, activation: str = "gelu", dropout:
     """The block's feed-forward network by ``activation`` name: ``"relu"`` or ``"gelu"``
     give the plain ``nn.Sequential(Linear(D, F), act, Dropout, Linear(F, D))`` (the
     original Transformer's and ``nn.TransformerEncoderLayer``'s), ``"swiglu"`` or
-    ``"geglu"`` a :class:`GatedFeedForward` (dropout then unused: none of its users drops
-    inside it)."""
+    ``"geglu"`` a :class:`GatedFeedForward`, which has no dropout inside."""
     factory_kwargs = {"device": device, "dtype": dtype}
     if activation in GATES:
         return GatedFeedForward(embed_dim, ff_dim, activation, bias=bias, **factory_kwargs)
