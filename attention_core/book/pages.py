@@ -23,7 +23,7 @@ class PlainText(str):
 
 def glue(name: str, value, display: bool = False) -> None:
     """Give ``value`` to the page's prose as ``{glue:text}`name``` (myst-nb's glue); a
-    string is shown as written, without quotes.
+    string is shown as written, without quotes, and a numpy or torch scalar as its number.
 
     The website's build has myst-nb; a reader's kernel (Colab, Binder) may not, and there
     nothing happens, so the same cell runs everywhere. Returns nothing, so a cell that
@@ -33,4 +33,8 @@ def glue(name: str, value, display: bool = False) -> None:
         from myst_nb import glue as myst_glue
     except ImportError:
         return
-    myst_glue(name, PlainText(value) if isinstance(value, str) else value, display=display)
+    if isinstance(value, str):
+        value = PlainText(value)
+    elif hasattr(value, "item") and getattr(value, "ndim", None) == 0:  # numpy or torch scalar
+        value = value.item()  # glued as 0.97, not np.float64(0.97), which myst-nb cannot format
+    myst_glue(name, value, display=display)

@@ -29,7 +29,8 @@ from .multihead import MultiHeadAttention
 from .norms import QKNormLinear, RMSNorm
 
 NORMS = ("layer", "rms")
-"""The block's normalisation, by name: LayerNorm (``nn.LayerNorm``) or :class:`RMSNorm`."""
+"""Names of the block's normalisations, LayerNorm (``nn.LayerNorm``) and
+:class:`~attention_core.nn.norms.RMSNorm`."""
 
 
 def _check_block_args(ff_dim: int, dropout: float, norm_first: bool, activation: str) -> None:

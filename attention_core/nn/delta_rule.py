@@ -62,6 +62,9 @@ def delta_rule_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Te
                          chunk_size: int | None = None) -> tuple[torch.Tensor, None]:
     """Causal (gated) delta-rule attention.
 
+    ``beta`` and ``gate`` share the dtype and device of ``query``; every argument is
+    checked (``ValueError``/``TypeError`` naming it) before any computation.
+
     Args:
         query, key: ``(B, H, T, E)``; value: ``(B, H, T, Ev)``. Keys are used as given:
             the papers L2-normalise them, which keeps ``beta`` in (0, 2) stable.
@@ -71,9 +74,6 @@ def delta_rule_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Te
             DeltaNet; 0 forgets everything); None for no decay.
         chunk_size: None for the recurrent form, one token at a time (the definition);
             C for the chunked form, equal up to rounding.
-
-        ``beta`` and ``gate`` share the dtype and device of ``query``; every argument is
-        checked (``ValueError``/``TypeError`` naming it) before any computation.
 
     Returns:
         ``(output (B, H, T, Ev), None)``: ``o_t = S_t q_t``, no weights. float16 and

@@ -25,12 +25,12 @@ ACTIVATIONS = {"gelu": nn.GELU, "relu": nn.ReLU}
 """The plain feed-forward network's nonlinearity, by name."""
 
 GATES = {"swiglu": F.silu, "geglu": F.gelu}
-"""The gated feed-forward network's nonlinearity on the gate, by name: Swish with beta 1
+"""The gated feed-forward network's nonlinearity on the gate, by name. Swish with beta 1
 (SiLU, ``x * sigmoid(x)``) for SwiGLU, the exact GELU for GeGLU (Gemma uses its tanh
 approximation)."""
 
 FEED_FORWARDS = (*ACTIVATIONS, *GATES)
-"""Every name ``TransformerBlock(activation=...)`` takes: plain ones, then gated ones."""
+"""Every name ``TransformerBlock(activation=...)`` takes, the plain ones first."""
 
 
 def feed_forward(embed_dim: int, ff_dim: int, activation: str = "gelu", dropout: float = 0.0,
