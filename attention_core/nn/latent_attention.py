@@ -2,17 +2,21 @@
 and values come out of one small latent vector per token, so the KV cache holds that
 latent instead of every head's keys and values.
 
-    c_t  = W_DKV x_t                         the latent, kv_latent_dim numbers  (d_c)
-    k_t^C = W_UK c_t,  v_t = W_UV c_t          per head, up-projected from it
-    k_t^R = RoPE(W_KR x_t)                   one rotary key shared by every head (d_R)
-    q_t  = [W_UQ x_t ; RoPE(W_QR x_t)]        per head: a content part and a rotary part
-    score = (q^C . k^C + q^R . k^R) / sqrt(d_h + d_R)
+    psi_t = x_t W_DKV                        the latent, kv_latent_dim numbers  (d_c)
+    k_t^C = psi_t W_UK,  v_t = psi_t W_UV      per head, up-projected from it
+    k_t^R = RoPE(x_t W_KR)                   one rotary key shared by every head (d_R)
+    q_t  = [x_t W_UQ, RoPE(x_t W_QR)]         per head: a content part and a rotary part
+    score = (q^C . k^C + q^R . k^R) / sqrt(d_k + d_R)
+
+Row vectors and a weight matrix on the right, as in the book (chapter 12 writes the
+latent psi_t, ``latent`` in the code); the paper writes column vectors (``W x``) and calls
+the latent c^KV.
 
 Why the decoupled rotary part: RoPE rotates by position, and a rotation between
-``q^C`` and ``W_UK c`` would stop ``W_UK`` from being folded into the query (below); so
+``q^C`` and ``psi W_UK`` would stop ``W_UK`` from being folded into the query (below); so
 position rides on a separate small key ``k^R``, cached next to the latent.
 
-Absorption (the inference path): ``q^C . (W_UK c) = (W_UK^T q^C) . c``, so each head's
+Absorption (the inference path): ``q^C . (psi W_UK) = (q^C W_UK^T) . psi``, so each head's
 query can be mapped into latent space once, and its scores read the cached latents
 directly; likewise ``W_UV`` moves past the weighted sum of latents to the output side.
 Attention then runs like MQA with one shared "head" of width ``d_c + d_R``.
@@ -21,7 +25,7 @@ Simplifications against the paper: no normalisation of the latents, no bias, que
 optionally through their own latent (``q_latent_dim``).
 
 Shape legend: B batch, T tokens of the input, L query length, S key length, H heads,
-D model width (embed_dim), E head dim (d_h), ``latent`` kv_latent_dim (d_c),
+D model width (embed_dim), E head dim (d_k), ``latent`` kv_latent_dim (d_c),
 ``rope`` rope_dim (d_R).
 """
 
@@ -50,7 +54,7 @@ from .positional import apply_rotary
 
 
 class LatentKVCache(Cache):
-    """The cache of :class:`MultiHeadLatentAttention`: per token the latent ``c``
+    """The cache of :class:`MultiHeadLatentAttention`: per token the latent ``psi``
     (``kv_latent_dim`` numbers) and the shared rotary key ``k^R`` (``rope_dim``), in one
     buffer ``(B, max_len, kv_latent_dim + rope_dim)``; no per-head keys or values.
 
@@ -121,7 +125,7 @@ class MultiHeadLatentAttention(nn.Module):
     with an optional :class:`LatentKVCache` (``new_cache``).
 
     ``kv_latent_dim`` is d_c; ``rope_dim`` d_R (even; 0 for no positions); ``head_dim``
-    d_h defaults to ``embed_dim // num_heads``; ``q_latent_dim`` sends the queries through
+    d_k defaults to ``embed_dim // num_heads``; ``q_latent_dim`` sends the queries through
     their own latent (d_c'; None: one projection). Submodules: ``q_proj`` or
     ``q_down``/``q_up`` (queries, content and rotary parts), ``kv_down`` (W_DKV),
     ``k_rope`` (W_KR), ``k_up`` (W_UK), ``v_up`` (W_UV), ``out_proj`` (W_O); no biases.
@@ -231,11 +235,12 @@ class MultiHeadLatentAttention(nn.Module):
         """Attention in latent space: W_UK folded into the queries, W_UV applied after
         the weighted sum, so no per-head key or value is ever formed."""
         H, E, C = self.num_heads, self.head_dim, self.kv_latent_dim
-        W_UK = self.k_up.weight.view(H, E, C)  # (H, E, latent): head a's k^C = W_UK[a] c
-        W_UV = self.v_up.weight.view(H, E, C)  # (H, E, latent)
-        q_latent = q_content @ W_UK  # (B, H, L, latent): W_UK^T q^C, per head
+        # nn.Linear stores weights as (out, in): W_UK[a] is head a's W_UK transposed, k^C = psi W_UK[a]^T
+        W_UK = self.k_up.weight.view(H, E, C)  # (H, E, latent)
+        W_UV = self.v_up.weight.view(H, E, C)  # (H, E, latent): likewise, v = psi W_UV[a]^T
+        q_latent = q_content @ W_UK  # (B, H, L, latent): q^C W_UK^T per head, the query in latent space
         q = torch.cat((q_latent, q_rope), dim=-1)  # (B, H, L, latent + rope)
         k = torch.cat((latent.unsqueeze(1), k_rope), dim=-1)  # (B, 1, S, latent + rope): shared
         out_latent, weights = scaled_dot_product_attention(
             q, k, latent.unsqueeze(1), attn_mask, is_causal, scale)  # (B, H, L, latent)
-        return out_latent @ W_UV.transpose(1, 2), weights  # (B, H, L, E)
+        return out_latent @ W_UV.transpose(1, 2), weights  # (B, H, L, E): (sum_j alpha_j psi_j) W_UV per head

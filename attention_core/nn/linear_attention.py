@@ -2,7 +2,9 @@
 features, phi(q) . phi(k), and reorder the products so no L x S matrix is ever formed.
 
     softmax attention:  out_i = sum_j exp(q_i . k_j) v_j / sum_j exp(q_i . k_j)
-    kernel attention:   out_i = phi(q_i)^T (sum_j phi(k_j) v_j^T) / phi(q_i)^T (sum_j phi(k_j))
+    kernel attention:   out_i = phi(q_i) (sum_j phi(k_j)^T v_j) / (phi(q_i) (sum_j phi(k_j))^T)
+
+(row vectors, as in the book: ``phi(k_j)^T v_j`` is F x Ev, ``phi(q_i)`` a row of F numbers)
 
 The sums over j are computed once (``phi(K)^T V`` is F x Ev), so the cost is
 O(L * F * Ev) instead of O(L * S * E): linear in the sequence length. With a causal
@@ -82,7 +84,7 @@ def linear_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
             :func:`performer_feature_map`.
         is_causal: query ``i`` sees keys ``j <= i`` (needs ``L == S``). Computed as prefix
             sums over chunks of ``chunk_size`` tokens: within a chunk the small
-            quadratic form, across chunks a running state ``sum phi(k) v^T``
+            quadratic form, across chunks a running state ``sum phi(k)^T v``
             ``(..., F, Ev)`` and normaliser ``sum phi(k)`` ``(..., F)``. ``chunk_size=1`` is the
             recurrent form, one token at a time.
         eps: floor of the normaliser.
@@ -156,7 +158,7 @@ def random_features(num_features: int, dim: int, orthogonal: bool = True, seed: 
 
 def performer_feature_map(num_features: int, dim: int, orthogonal: bool = True,
                           seed: int = 0, device=None) -> FeatureMap:
-    """FAVOR+ positive random features: ``phi(x) = exp(W x' - |x'|^2 / 2) / sqrt(F)``
+    """FAVOR+ positive random features: ``phi(x) = exp(x' W^T - |x'|^2 / 2) / sqrt(F)``
     with ``x' = x / E^(1/4)``, so that the expectation of ``phi(q) . phi(k)`` is
     ``exp(q . k / sqrt(E))``, the (scaled) softmax kernel.
 

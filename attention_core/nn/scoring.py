@@ -2,13 +2,15 @@
 (2014) and Luong et al. (2015): how well a decoder state ``u`` matches each encoder
 state ``e_i`` (the book's notation, chapter 7; the papers write s and h).
 
-    additive (Bahdanau)   score(u, e) = v^T tanh(W_s u + W_h e)
-    dot      (Luong)      score(u, e) = u^T e
-    general  (Luong)      score(u, e) = u^T W e
-    concat   (Luong)      score(u, e) = v^T tanh(W [u; e])
+    additive (Bahdanau)   score(u, e) = tanh(u W_s + e W_h) W_a
+    dot      (Luong)      score(u, e) = u e^T
+    general  (Luong)      score(u, e) = u W e^T
+    concat   (Luong)      score(u, e) = tanh([u, e] W) W_a
 
-``W_s``, ``W_h``, ``W`` are learned matrices (``W_s`` acts on the decoder state, ``W_h``
-on the encoder states, named as the attributes are) and ``v`` is a learned vector.
+Row vectors and a weight matrix on the right, as in chapter 7 (the papers write column
+vectors, ``v^T tanh(W_s u + W_h e)``). ``W_s``, ``W_h``, ``W`` are learned matrices
+(``W_s`` acts on the decoder state, ``W_h`` on the encoder states, named as the
+attributes are) and ``W_a`` is a learned ``attn_dim x 1`` matrix, the attribute ``v``.
 
 Every score is a module with one signature, ``score(query (B, query_dim), keys (B, S, key_dim))
 -> (B, S)``, chosen by name from :data:`SCORES`; :func:`attend` turns scores into weights
@@ -41,7 +43,7 @@ def _check_dims(query_dim: int, key_dim: int, attn_dim: int | None) -> None:
 
 
 class AdditiveScore(nn.Module):
-    """Bahdanau's ``v^T tanh(W_s u + W_h e)``: a one-hidden-layer network on the pair."""
+    """Bahdanau's ``tanh(u W_s + e W_h) W_a``: a one-hidden-layer network on the pair."""
 
     def __init__(self, query_dim: int, key_dim: int, attn_dim: int):
         super().__init__()
@@ -58,7 +60,7 @@ class AdditiveScore(nn.Module):
 
 
 class DotScore(nn.Module):
-    """Luong's ``u^T e``: no parameters; needs ``query_dim == key_dim``."""
+    """Luong's ``u e^T``: no parameters; needs ``query_dim == key_dim``."""
 
     def __init__(self, query_dim: int, key_dim: int, attn_dim: int | None = None):
         super().__init__()
@@ -73,13 +75,13 @@ class DotScore(nn.Module):
 
 
 class GeneralScore(nn.Module):
-    """Luong's ``u^T W e``: a learned bilinear form."""
+    """Luong's ``u W e^T``: a learned bilinear form."""
 
     def __init__(self, query_dim: int, key_dim: int, attn_dim: int | None = None):
         super().__init__()
         _check_dims(query_dim, key_dim, attn_dim)
         self.query_dim, self.key_dim = query_dim, key_dim
-        self.W = nn.Linear(key_dim, query_dim, bias=False)  # W e, then the dot with u
+        self.W = nn.Linear(key_dim, query_dim, bias=False)  # e W^T, a row per key, then the dot with u
 
     def forward(self, query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
         """``query (B, query_dim)``, ``keys (B, S, key_dim)`` -> scores ``(B, S)``."""
@@ -87,8 +89,9 @@ class GeneralScore(nn.Module):
 
 
 class ConcatScore(nn.Module):
-    """Luong's ``v^T tanh(W [u; e])``: one matrix on the concatenated pair. Splitting
-    ``W = [W_s, W_h]`` shows it is the additive score written differently."""
+    """Luong's ``tanh([u, e] W) W_a``: one matrix on the concatenated pair. Stacking
+    ``W_s`` on top of ``W_h`` to make ``W`` gives ``[u, e] W = u W_s + e W_h``: it is the
+    additive score written differently."""
 
     def __init__(self, query_dim: int, key_dim: int, attn_dim: int):
         super().__init__()
