@@ -9,7 +9,8 @@ LayerNorm subtracts each token's mean, divides by its standard deviation, then a
 gain and a bias. RMSNorm skips the mean and the bias: it divides by the root mean square,
 ``x / sqrt(mean(x**2) + eps) * weight``, so it only rescales a token's vector and, with
 the gain at 1, keeps its direction. :class:`RMSNorm` equals ``torch.nn.RMSNorm`` and
-Llama's ``LlamaRMSNorm`` (which computes in float32 and casts back, as here).
+Llama's ``LlamaRMSNorm`` in float32 (in bfloat16 they can differ by one rounding: Llama
+casts back before multiplying by the gain, this multiplies first).
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ class QKNormLinear(nn.Linear):
     :class:`~attention_core.nn.multihead.MultiHeadAttention` (by ``TransformerBlock(...,
     qk_norm=True)``), it normalises every query and key before RoPE and the scores: each
     head's ``|q| |k|`` is then at most ``head_dim`` times its gains, so the attention logits
-    cannot grow with the weights.
+    cannot grow with ``W_q`` and ``W_k``: only the gains can raise them.
     """
 
     def __init__(self, in_features: int, num_heads: int, head_dim: int, bias: bool = True,
