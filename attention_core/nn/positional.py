@@ -53,7 +53,7 @@ def sinusoidal_encoding(num_positions: int, d_model: int, base: float = 10000.0,
 def sinusoidal_shift_matrix(k: int, d_model: int, base: float = 10000.0, device=None,
                             dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """The rotation ``R_Delta (d_model, d_model)`` for the offset ``Delta = k``, with
-    ``PE[p + Delta] = R_Delta @ PE[p]`` for every position ``p``: block-diagonal, one 2x2
+    ``PE[p + Delta] = PE[p] @ R_Delta.T`` for every position ``p`` (rows): block-diagonal, one 2x2
     rotation by the angle ``Delta * theta_i`` per (sin, cos) pair ``i``. It is the same
     kind of rotation that RoPE applies (``R_p``), and it is why a model can attend by
     *relative* offset with a linear map of the sinusoidal encoding (Vaswani et al.,
