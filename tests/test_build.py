@@ -16,18 +16,31 @@ from conftest import CHAPTERS, ROOT, SITE
 JB = Path(sys.executable).with_name("jupyter-book")
 
 
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+def shows_an_explorer(outputs) -> bool:
+    """An explorer is its static view in the build (text/plain ``Explorer(...)``) and,
+    in a fresh kernel, live controls (a widget) over its figure: different texts by design."""
+    return any(WIDGET_VIEW in o.get("data", {}) or "Explorer(" in o.get("data", {}).get("text/plain", "")
+               for o in outputs)
+
+
 def text_outputs(nb):
     """Every printed or displayed text of a notebook, by cell id, except cells tagged
-    ``timing``, whose measured seconds differ from run to run by nature."""
+    ``timing``, whose measured seconds differ from run to run by nature, and what an
+    explorer displays (:func:`shows_an_explorer`; what the cell prints still counts)."""
     out = {}
     for cell in nb.cells:
         if cell.cell_type != "code" or "timing" in cell.metadata.get("tags", []):
             continue
+        outputs = cell.get("outputs", [])
+        explorer = shows_an_explorer(outputs)
         texts = []
-        for o in cell.get("outputs", []):
+        for o in outputs:
             if o.get("output_type") == "stream":
                 texts.append(o["text"])
-            elif "text/plain" in o.get("data", {}) and "Explorer(" not in o["data"]["text/plain"]:
+            elif "text/plain" in o.get("data", {}) and not explorer:
                 texts.append(o["data"]["text/plain"])
         out[cell.id] = "".join(texts)
     return out

@@ -16,6 +16,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.display import display
 from IPython.utils.capture import capture_output
 
+from attention_core.book import explorers
 from attention_core.book.explorers import (
     Explorer,
     basics_explorer,
@@ -214,3 +215,50 @@ def test_bad_controls_are_rejected():
 def test_unknown_control_is_named(explorer):
     with pytest.raises(ValueError, match="unknown control 'temp'"):
         explorer.set(temp=1.0)
+
+
+# ------------------------------------------------------------ control values, checked when built
+
+BAD_CONTROL_VALUES = [
+    (lambda: explorers.basics_explorer(["a", "b", "c"], temperatures=(0.0, 1.0)), "temperatures"),
+    (lambda: explorers.basics_explorer(["a", "b", "c"], temperatures=()), "temperatures"),
+    (lambda: explorers.basics_explorer(["a"]), "tokens"),
+    (lambda: explorers.scaling_explorer(d_ks=(4, 0)), "d_ks"),
+    (lambda: explorers.scaling_explorer(d_ks=(4, 2.5)), "d_ks"),
+    (lambda: explorers.tiling_explorer(seq_lens=(8, 16), blocks=(0, 2)), "blocks"),
+    (lambda: explorers.tiling_explorer(seq_lens=(8, 16), blocks=(2, 16)), "blocks"),
+    (lambda: explorers.block_explorer(depths=(2, -1)), "depths"),
+    (lambda: explorers.positional_explorer(d_models=(16, 33)), "d_models"),
+    (lambda: explorers.positional_explorer(bases=(0.5,)), "bases"),
+    (lambda: explorers.sparse_mask_explorer(num_globals=(-1,)), "num_globals"),
+    (lambda: explorers.kv_sharing_explorer(contexts=("long",)), "contexts"),
+]
+
+
+@pytest.mark.parametrize("build, argument", BAD_CONTROL_VALUES)
+def test_an_explorer_refuses_bad_control_values_when_built(build, argument):
+    with pytest.raises(ValueError, match=argument):
+        build()
+
+
+def test_an_explorer_starts_from_the_values_it_is_given():
+    """Lists without the book's usual starting values (d_k = 64, depth 16, L = 16,
+    block 4) are valid: each control starts at a value of its own list."""
+    built = {
+        "scaling": explorers.scaling_explorer(d_ks=(1, 4)),
+        "basics": explorers.basics_explorer(["a", "b", "c"], temperatures=(0.5, 3.0)),
+        "tiling": explorers.tiling_explorer(seq_lens=(6, 12), blocks=(3,)),
+        "block": explorers.block_explorer(depths=(2, 3)),
+        "kv": explorers.kv_sharing_explorer(contexts=(100, 200)),
+        "positional": explorers.positional_explorer(d_models=(8,), bases=(50.0,), positions=(16,)),
+    }
+    for name, explorer in built.items():
+        for control, values in explorer.controls.items():
+            assert explorer.values[control] in values, (name, control, explorer.values[control], values)
+    assert built["scaling"].values["d_k"] == 4  # the middle of (1, 4)
+    assert built["basics"].values["temperature"] == 3.0
+    assert explorers.scaling_explorer().values["d_k"] == 64, "the book's default list starts where it did"
+    # every setting of a dependent control draws without error
+    tiling = built["tiling"]
+    for _, values in tiling.combinations():
+        tiling.set(**values)

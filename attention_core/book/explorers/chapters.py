@@ -41,7 +41,12 @@ from ...nn.sparse import (
     strided_mask,
 )
 from ..viz import panels
-from .engine import Explorer
+from .engine import Explorer, check_values, preferred
+
+
+def _check_tokens(tokens: list, at_least: int) -> None:
+    if len(tokens) < at_least:
+        raise ValueError(f"tokens must hold at least {at_least} tokens, got {len(tokens)}: {tokens}")
 
 
 def basics_explorer(tokens: Sequence[str], temperatures=(0.25, 0.5, 1.0, 2.0, 4.0),
@@ -53,6 +58,8 @@ def basics_explorer(tokens: Sequence[str], temperatures=(0.25, 0.5, 1.0, 2.0, 4.
     best key, high temperature flattens it.
     """
     tokens = list(tokens)
+    temperatures = check_values("temperatures", temperatures)
+    _check_tokens(tokens, 2)
 
     def compute(temperature, tokens_shown):
         x = word_embeddings(tokens[:tokens_shown], d_model)  # (T, D)
@@ -62,9 +69,8 @@ def basics_explorer(tokens: Sequence[str], temperatures=(0.25, 0.5, 1.0, 2.0, 4.
 
     return Explorer(
         partial(panels.heatmap_entropy_panel, max_tokens=len(tokens)), compute,
-        {"temperature": list(temperatures), "tokens_shown": list(range(2, len(tokens) + 1))},
-        initial={"temperature": 1.0 if 1.0 in temperatures else temperatures[0],
-                 "tokens_shown": len(tokens)},
+        {"temperature": temperatures, "tokens_shown": list(range(2, len(tokens) + 1))},
+        initial={"temperature": preferred(temperatures, 1.0), "tokens_shown": len(tokens)},
         labels={"temperature": "temperature τ"}, figsize=(7.2, 3.4), narrow_figsize=(3.5, 6.4),
         alt="Attention heatmap of the sentence and the entropy of each row.")
 
@@ -73,7 +79,7 @@ def scaling_explorer(d_ks=(1, 4, 16, 64, 256, 1024), num_keys: int = 16) -> Expl
     """Chapter 2: d_k and scaling on/off over the score histogram, one softmax row,
     and the mean row entropy against d_k (over 200 random rows: enough for the curve,
     and quick to show in a live kernel)."""
-    d_ks = list(d_ks)
+    d_ks = check_values("d_ks", d_ks, integer=True)
     mean_entropy = {s: [softmax_saturation(d, s, num_keys, num_rows=200)["entropy"] for d in d_ks]
                     for s in (True, False)}
 
@@ -83,7 +89,7 @@ def scaling_explorer(d_ks=(1, 4, 16, 64, 256, 1024), num_keys: int = 16) -> Expl
 
     return Explorer(
         partial(panels.scaling_panel, d_ks=d_ks, mean_entropy=mean_entropy, num_keys=num_keys),
-        compute, {"d_k": d_ks, "scaling": ["on", "off"]}, initial={"d_k": 64},
+        compute, {"d_k": d_ks, "scaling": ["on", "off"]}, initial={"d_k": preferred(d_ks, 64)},
         labels={"d_k": "key width d_k", "scaling": "divide by √d_k"},
         figsize=(7.2, 3.1), narrow_figsize=(3.5, 7.6),
         alt="Histogram of dot-product scores, one softmax row, and the mean row entropy "
@@ -94,6 +100,8 @@ def self_attention_explorer(tokens: Sequence[str], d_models=(4, 8, 16, 32, 64), 
     """Chapter 3: sequence length and d_model over the heatmap of self-attention with
     random (untrained, seeded) projections W_q, W_k, W_v."""
     tokens = list(tokens)
+    d_models = check_values("d_models", d_models, integer=True)
+    _check_tokens(tokens, 2)
 
     def compute(d_model, tokens_shown):
         torch.manual_seed(seed)
@@ -106,8 +114,8 @@ def self_attention_explorer(tokens: Sequence[str], d_models=(4, 8, 16, 32, 64), 
 
     return Explorer(
         partial(panels.heatmap_entropy_panel, max_tokens=len(tokens)), compute,
-        {"d_model": list(d_models), "tokens_shown": list(range(2, len(tokens) + 1))},
-        initial={"d_model": 16 if 16 in d_models else d_models[0], "tokens_shown": len(tokens)},
+        {"d_model": d_models, "tokens_shown": list(range(2, len(tokens) + 1))},
+        initial={"d_model": preferred(d_models, 16), "tokens_shown": len(tokens)},
         figsize=(7.2, 3.4), narrow_figsize=(3.5, 6.4),
         alt="Self-attention heatmap with random projections and the entropy of each row.")
 
@@ -116,6 +124,7 @@ def masking_explorer(tokens: Sequence[str], d_model: int = 16) -> Explorer:
     """Chapter 5: sequence length, padding length and causal on/off over the weights of
     parameter-free self-attention with the combined mask."""
     tokens = list(tokens)
+    _check_tokens(tokens, 4)
 
     def compute(tokens_shown, padding, causal):
         T, real = tokens_shown, max(tokens_shown - padding, 0)
@@ -196,7 +205,7 @@ def block_explorer(depths=(2, 4, 8, 16, 32), seed: int = 0) -> Explorer:
     """Chapter 6: norm placement and depth over the residual stream's size after each
     block and each block's gradient norm, in an untrained stack
     (:func:`~attention_core.models.stack_statistics.stack_statistics`, one seed)."""
-    depths = list(depths)
+    depths = check_values("depths", depths, integer=True)
     stats = block_statistics(tuple(depths), seed)
     stream_max = 1.1 * max(max(s) for s, _ in stats.values())
     grad_max = 1.15 * max(max(g) for _, g in stats.values())
@@ -207,7 +216,8 @@ def block_explorer(depths=(2, 4, 8, 16, 32), seed: int = 0) -> Explorer:
 
     return Explorer(
         partial(panels.block_stack_panel, max_depth=max(depths), stream_max=stream_max, grad_max=grad_max),
-        compute, {"norm": ["pre-norm", "post-norm"], "depth": depths}, initial={"depth": 16},
+        compute, {"norm": ["pre-norm", "post-norm"], "depth": depths},
+        initial={"depth": preferred(depths, 16)},
         labels={"norm": "norm placement", "depth": "blocks"}, figsize=(7.2, 3.2), narrow_figsize=(3.5, 6.2),
         alt="The size of the residual stream after each block and the gradient norm of each "
             "block's weights, for a pre-norm or post-norm stack of the chosen depth.")
@@ -217,16 +227,17 @@ def kv_sharing_explorer(num_heads: int = 32, head_dim: int = 128, num_layers: in
                         contexts=(1024, 4096, 8192, 32768, 131072)) -> Explorer:
     """Chapter 9: number of key/value heads and context length over the head-sharing
     diagram and the KV cache size (fp16, batch 1) of a model of the given shape."""
+    contexts = check_values("contexts", contexts, integer=True)
     kv_options = [d for d in range(1, num_heads + 1) if num_heads % d == 0]
 
     def cache_gib(num_kv_heads, context):
         return kv_cache_bytes(num_layers, num_kv_heads, head_dim, context) / 2**30
 
     return Explorer(
-        partial(panels.kv_sharing_panel, num_heads=num_heads, contexts=list(contexts), cache_gib=cache_gib),
+        partial(panels.kv_sharing_panel, num_heads=num_heads, contexts=contexts, cache_gib=cache_gib),
         lambda num_kv_heads, context: {"num_kv_heads": num_kv_heads, "context": context},
-        {"num_kv_heads": kv_options, "context": list(contexts)},
-        initial={"num_kv_heads": 8 if 8 in kv_options else kv_options[0], "context": 4096},
+        {"num_kv_heads": kv_options, "context": contexts},
+        initial={"num_kv_heads": preferred(kv_options, 8), "context": preferred(contexts, 4096)},
         labels={"num_kv_heads": "key/value heads", "context": "context (tokens)"},
         figsize=(7.2, 3.0), narrow_figsize=(3.5, 5.2),
         alt="Diagram of which query heads share each key/value head, and the KV cache size "
@@ -237,14 +248,15 @@ def kv_memory_explorer(contexts=(1024, 8192, 65536, 262144), **shape) -> Explore
     """Chapter 12: the KV cache of every variant of :func:`~attention_core.models.serving.variants`
     (a model of the given ``shape``, 16-bit, batch 1) against context length; pick a
     variant and a context."""
+    contexts = check_values("contexts", contexts, integer=True)
     layouts = variants(**shape)
     curves = {name: [kv_memory_bytes(layout, n) / 2**30 for n in contexts]
               for name, layout in layouts.items()}
     return Explorer(
-        partial(panels.kv_memory_panel, contexts=list(contexts), curves=curves),
+        partial(panels.kv_memory_panel, contexts=contexts, curves=curves),
         lambda variant, context: {"variant": variant, "context": context},
-        {"variant": list(layouts), "context": list(contexts)},
-        initial={"variant": "MLA", "context": 65536 if 65536 in contexts else contexts[-1]},
+        {"variant": list(layouts), "context": contexts},
+        initial={"variant": preferred(list(layouts), "MLA"), "context": preferred(contexts, 65536)},
         labels={"variant": "variant", "context": "context (tokens)"},
         figsize=(7.2, 3.4), narrow_figsize=(3.5, 6.2),
         alt="KV cache size in GiB against context length for MHA, GQA, MQA, MLA, sliding "
@@ -255,6 +267,11 @@ def positional_explorer(d_models=(16, 32, 64, 128), bases=(100.0, 1000.0, 10000.
                         positions=(32, 64, 128)) -> Explorer:
     """Chapter 10: d_model, base and number of positions over the sinusoidal encoding
     heatmap and the similarity PE(p) . PE(p') against the distance ``|p - p'|``."""
+    d_models = check_values("d_models", d_models, integer=True)
+    if any(d % 2 for d in d_models):
+        raise ValueError(f"d_models must be even (sin and cos pairs), got {d_models}")
+    bases = check_values("bases", bases, minimum=1.0)
+    positions = check_values("positions", positions, integer=True)
 
     def compute(d_model, base, positions):
         pe = sinusoidal_encoding(positions, d_model, base)  # (T, D)
@@ -263,9 +280,8 @@ def positional_explorer(d_models=(16, 32, 64, 128), bases=(100.0, 1000.0, 10000.
 
     return Explorer(
         partial(panels.sinusoidal_panel, max_positions=max(positions), max_d_model=max(d_models)),
-        compute, {"d_model": list(d_models), "base": list(bases), "positions": list(positions)},
-        initial={"d_model": 64 if 64 in d_models else d_models[0], "base": bases[-1],
-                 "positions": positions[-1]},
+        compute, {"d_model": d_models, "base": bases, "positions": positions},
+        initial={"d_model": preferred(d_models, 64), "base": bases[-1], "positions": positions[-1]},
         figsize=(7.2, 3.2), narrow_figsize=(3.5, 6.0),
         alt="Heatmap of the sinusoidal position encoding (positions by dimensions) and the "
             "dot product of two encodings against their distance.")
@@ -287,6 +303,12 @@ def tiling_explorer(seq_lens=(8, 16, 32), blocks=(2, 4, 8), seed: int = 0) -> Ex
     """Chapter 11: sequence length, block size and how many key blocks the tracked
     query block has processed, over the grid of tiles and the running max and sum of
     the tracked row (the online softmax)."""
+    seq_lens = check_values("seq_lens", seq_lens, integer=True)
+    blocks = check_values("blocks", blocks, integer=True)
+    if max(blocks) > min(seq_lens):
+        raise ValueError(f"blocks must be no longer than the shortest of seq_lens ({min(seq_lens)}), "
+                         f"got {blocks}")
+    seq_len, block = preferred(seq_lens, 16), preferred(blocks, 4)  # where the controls start
     g = torch.Generator().manual_seed(seed)
     scores = torch.randn(max(seq_lens), max(seq_lens), generator=g, dtype=torch.float64) * 2  # (L, S)
 
@@ -302,10 +324,11 @@ def tiling_explorer(seq_lens=(8, 16, 32), blocks=(2, 4, 8), seed: int = 0) -> Ex
 
     return Explorer(
         partial(panels.tiling_panel, max_len=max(seq_lens)), compute,
-        {"seq_len": list(seq_lens), "block": list(blocks),
+        {"seq_len": seq_lens, "block": blocks,
          # one position per key block of the chosen length and block size: 1 .. L / block
          "key_blocks_done": lambda seq_len, block: range(1, seq_len // block + 1)},
-        initial={"seq_len": 16, "block": 4, "key_blocks_done": 2},
+        initial={"seq_len": seq_len, "block": block,
+                 "key_blocks_done": preferred(range(1, seq_len // block + 1), 2)},
         labels={"seq_len": "sequence length L", "block": "block size", "key_blocks_done": "key blocks read"},
         figsize=(7.2, 3.6), narrow_figsize=(3.5, 6.6),
         alt="Grid of score tiles coloured by state (done, current, pending) for one query "
@@ -326,6 +349,10 @@ def sparse_mask_explorer(lengths=(32, 64), sizes=(2, 4, 8), num_globals=(0, 2),
     """Chapter 8: a base pattern (window or Sparse Transformer) united with global
     tokens and random keys; the mask with the fraction it keeps, and how many layers
     the last token needs before it depends on each position."""
+    lengths = check_values("lengths", lengths, integer=True)
+    sizes = check_values("sizes", sizes, integer=True)
+    num_globals = check_values("num_globals", num_globals, integer=True, strict=False)
+    num_randoms = check_values("num_randoms", num_randoms, integer=True, strict=False)
 
     def compute(pattern, L, size, num_global, num_random):
         mask = SPARSE_PATTERNS[pattern](L, size) | global_mask(L, num_global)  # (L, L)
@@ -338,8 +365,8 @@ def sparse_mask_explorer(lengths=(32, 64), sizes=(2, 4, 8), num_globals=(0, 2),
 
     return Explorer(
         partial(panels.sparse_reach_panel, max_len=max(lengths)), compute,
-        {"pattern": list(SPARSE_PATTERNS), "L": list(lengths), "size": list(sizes),
-         "num_global": list(num_globals), "num_random": list(num_randoms)},
+        {"pattern": list(SPARSE_PATTERNS), "L": lengths, "size": sizes,
+         "num_global": num_globals, "num_random": num_randoms},
         initial={"L": max(lengths), "size": sizes[len(sizes) // 2]},
         labels={"L": "length L", "size": "window or stride", "num_global": "global tokens",
                 "num_random": "random keys"},

@@ -54,6 +54,31 @@ Draw = Callable[..., Callable[..., None]]
 ``update(**data)``."""
 
 
+def check_values(name: str, values, *, integer: bool = False, minimum: float = 0.0,
+                 strict: bool = True) -> list:
+    """The values a control steps through, as a list, after checking them: a non-empty
+    sequence of finite numbers above ``minimum`` (or at least it, ``strict=False``),
+    ints where ``integer``. Raises ``ValueError`` naming the argument and what it got,
+    so a bad value fails when the explorer is built, not when a control reaches it."""
+    values = list(values) if isinstance(values, (Sequence, range)) and not isinstance(values, str) else None
+    kind = "int" if integer else "number"
+    bound = f"{'>' if strict else '>='} {minimum:g}"
+    if not values:
+        raise ValueError(f"{name} must be a non-empty sequence of {kind}s {bound}, got {values!r}")
+    for v in values:
+        number = isinstance(v, int) if integer else isinstance(v, (int, float))
+        if isinstance(v, bool) or not number or not math.isfinite(v) or \
+                (v <= minimum if strict else v < minimum):
+            raise ValueError(f"{name} must hold {kind}s {bound}, got {v!r} in {values}")
+    return values
+
+
+def preferred(values: Sequence, *choices):
+    """The first of ``choices`` that is one of ``values``, else the middle value: a
+    control's starting value taken from the list it was given."""
+    return next((c for c in choices if c in values), values[len(values) // 2])
+
+
 def human_label(name: str) -> str:
     """``"tokens_shown"`` -> ``"tokens shown"``: the default label of a control."""
     return name.replace("_", " ")
