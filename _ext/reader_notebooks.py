@@ -315,11 +315,11 @@ def _site(app) -> Site:
                 torch=version("torch").split("+")[0])
 
 
-def measured_keys(executed) -> set[str]:
-    """Glue keys displayed by the cells tagged ``timing`` of an executed notebook."""
-    return {out.get("metadata", {}).get("scrapbook", {}).get("name")
-            for cell in executed.cells if "timing" in cell.get("metadata", {}).get("tags", [])
-            for out in cell.get("outputs", [])} - {None}
+def measured_keys(nb) -> set[str]:
+    """The glue keys of the cells tagged ``timing`` (``glue("key", ...)`` in their code)."""
+    return {key for cell in nb.cells if cell.cell_type == "code"
+            and "timing" in cell.metadata.get("tags", [])
+            for key in re.findall(r"""glue\(\s*["'](\w+)["']""", cell.source)}
 
 
 def _plain_name(person) -> str:
@@ -343,9 +343,8 @@ def write_reader_notebooks(app, exception) -> None:
         glue_file = glue_dir / f"{docname}.glue.json"
         site.glue = ({key: out["data"].get("text/plain", "") for key, out in
                       json.loads(glue_file.read_text()).items()} if glue_file.exists() else {})
-        executed = glue_dir / f"{docname}.ipynb"
-        site.measured = measured_keys(nbformat.read(executed, as_version=4)) if executed.exists() else set()
         nb = nbformat.read(app.env.doc2path(docname), as_version=4)
+        site.measured = measured_keys(nb)
         try:
             reader = convert_notebook(nb, site, docname)
         except ReaderNotebookError as error:

@@ -44,7 +44,8 @@ def kernel(monkeypatch):
     """An IPython shell, so that ``display`` publishes outputs (captured by
     ``capture_output``) as in a reader's kernel."""
     monkeypatch.delenv(WEBSITE_BUILD_ENV, raising=False)
-    return InteractiveShell.instance()
+    yield InteractiveShell.instance()
+    InteractiveShell.clear_instance()  # the rest of the session runs with no kernel, as pytest does
 
 
 def shown(explorer) -> list:
@@ -179,9 +180,8 @@ def test_the_kernel_repr_is_the_figure(kernel, explorer):
     assert repr(explorer) == "Explorer(temperature τ, tokens shown)"
 
 
-def test_the_website_build_gets_every_frame_and_the_player(monkeypatch, explorer):
+def test_the_website_build_gets_every_frame_and_the_player(monkeypatch, explorer, kernel):
     monkeypatch.setenv(WEBSITE_BUILD_ENV, "1")
-    InteractiveShell.instance()
     outputs = shown(explorer)
     assert len(outputs) == 1, "the website gets the static explorer and no image or widget output"
     bundle = outputs[0].data

@@ -229,6 +229,13 @@ def test_measured_numbers_are_marked(site):
     assert rn.MEASURED not in "\n".join(c.source for c in reader(site, "chapters/02_scaling").cells[3:])
 
 
+def test_numbers_glued_by_timing_cells_are_the_measured_ones():
+    timing = nbformat.v4.new_code_cell('t = 1\nglue("ch9_speedup", t)\nglue( \'ch9_gib\', 2)',
+                                       metadata={"tags": ["timing"]})
+    other = nbformat.v4.new_code_cell('glue("ch9_heads", 8)')
+    assert rn.measured_keys(notebook(timing, other)) == {"ch9_speedup", "ch9_gib"}
+
+
 def test_the_student_edition_opens_its_own_notebooks():
     from types import SimpleNamespace
 
