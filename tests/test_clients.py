@@ -128,6 +128,23 @@ def texts(output, key="text/plain") -> str:
     return str(output.get("data", {}).get(key, ""))
 
 
+def problems_in(cells) -> list[str]:
+    """Errors, and tracebacks written to stderr, in the outputs of ``cells``, pairs
+    ``(index, cell)``; each named by its index and first line."""
+    found = []
+    for index, cell in cells:
+        if cell.cell_type != "code":
+            continue
+        where = f"cell {index} ({cell.source.strip().splitlines()[0][:60]!r})"
+        for out in cell.outputs:
+            if out.output_type == "error":
+                found.append(f"{where}: {out.ename}: {out.evalue}")
+            elif out.output_type == "stream" and out.name == "stderr" and (
+                    "Traceback" in out.text or "Error" in out.text):
+                found.append(f"{where} wrote to stderr: {out.text[-500:]}")
+    return found
+
+
 def test_colab_chapter_runs_with_a_live_explorer(colab, site, monkeypatch, tmp_path):
     from nbclient import NotebookClient
 
@@ -162,17 +179,7 @@ def test_colab_chapter_runs_with_a_live_explorer(colab, site, monkeypatch, tmp_p
     assert probe["attention_core"].startswith(str(colab_env.VENV)), (
         f"the kernel imported the package from {probe['attention_core']}, not the installed copy")
 
-    problems = []
-    for index, cell in enumerate(nb.cells[1:], start=1):
-        if cell.cell_type != "code":
-            continue
-        where = f"cell {index} ({cell.source.strip().splitlines()[0][:60]!r})"
-        for out in cell.outputs:
-            if out.output_type == "error":
-                problems.append(f"{where}: {out.ename}: {out.evalue}")
-            elif out.output_type == "stream" and out.name == "stderr" and (
-                    "Traceback" in out.text or "Error" in out.text):
-                problems.append(f"{where} wrote to stderr: {out.text[-500:]}")
+    problems = problems_in(list(enumerate(nb.cells))[1:])
     assert not problems, "chapter 1 failed in the Colab-like kernel:\n  " + "\n  ".join(problems)
 
     chapter_cells = nb.cells[1:-1]  # without the probes

@@ -46,22 +46,6 @@ def test_colab_pretrained_install_changes_no_preinstalled_package(colab):
                          "preinstalled packages:\n  " + "\n  ".join(changed))
 
 
-def problems_in(cells) -> list[str]:
-    """Errors, and tracebacks written to stderr, in the outputs of ``cells``."""
-    found = []
-    for index, cell in cells:
-        if cell.cell_type != "code":
-            continue
-        where = f"cell {index} ({cell.source.strip().splitlines()[0][:60]!r})"
-        for out in cell.outputs:
-            if out.output_type == "error":
-                found.append(f"{where}: {out.ename}: {out.evalue}")
-            elif out.output_type == "stream" and out.name == "stderr" and (
-                    "Traceback" in out.text or "Error" in out.text):
-                found.append(f"{where} wrote to stderr: {out.text[-500:]}")
-    return found
-
-
 def seconds(cell) -> float:
     """How long the kernel took to run ``cell`` (nbclient records the times)."""
     times = cell.metadata["execution"]
@@ -97,7 +81,8 @@ def test_colab_chapter_13_installs_and_runs_with_a_live_explorer(colab, site, mo
     said = "".join(texts(o) for o in setup.outputs)
     print(f"[clients] what pip said in the set-up cell: {said.strip() or 'nothing'}")
     assert "restart" not in said.lower(), f"the set-up cell still asks for a restart: {said!r}"
-    assert "ERROR" not in said and not problems_in([(0, setup)]), f"the set-up cell failed: {setup.outputs}"
+    assert "ERROR" not in said and not test_clients.problems_in([(0, setup)]), (
+        f"the set-up cell failed: {setup.outputs}")
     match = re.search(r"CLIENT-PROBE (.*)", "".join(texts(o) for o in nb.cells[1].outputs))
     assert match, f"the probe cell printed nothing: {nb.cells[1].outputs}"
     probe = json.loads(match.group(1))
@@ -106,7 +91,7 @@ def test_colab_chapter_13_installs_and_runs_with_a_live_explorer(colab, site, mo
     assert probe["attention_core"].startswith(str(colab_env.VENV)), (  # at once, with no restart
         f"the kernel did not import the package it had just installed: {probe['attention_core']}")
 
-    problems = problems_in(enumerate(nb.cells))
+    problems = test_clients.problems_in(enumerate(nb.cells))
     assert not problems, "chapter 13 failed in the Colab-like kernel:\n  " + "\n  ".join(problems)
 
     shown = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs

@@ -7,7 +7,6 @@ the rest.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import html
 import math
@@ -19,6 +18,7 @@ import ipywidgets as widgets
 import numpy as np
 import torch
 
+from ...models.measure import one_thread
 from ...models.scaling import random_scores, softmax_saturation
 from ...models.seq2seq import TARGET_VOCAB, encode_batch, translate
 from ...models.serving import variants
@@ -175,20 +175,6 @@ def heads_explorer(models: Mapping[int, Any], seq_len: int, vocab_size: int,
         figsize=(7.2, 4.6), narrow_figsize=(3.5, 6.6),
         alt="One attention heatmap per head of the trained tiny transformer on a test "
             "sequence, and each head's mean row entropy.")
-
-
-@contextlib.contextmanager
-def one_thread():
-    """Run torch on one thread inside the block, then restore the count. For many tiny
-    tensors (a 16 x 16 x 64 stack) threads only add overhead, and a kernel whose threads
-    spin while another process holds the cores waits many times longer (chapter 6's
-    statistics: 1.1 s on one thread, 6 to 9 s on two beside another busy kernel)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
 
 
 @functools.cache
