@@ -19,7 +19,12 @@ the H query heads), L query length, S key length, T length of one token sequence
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
+import os
 from collections.abc import Callable
+
+import torch
 
 from .flash import flash_attention
 from .functional import scaled_dot_product_attention
@@ -28,6 +33,17 @@ from .linear_attention import linear_attention, linformer_attention
 from .sparse import lsh_attention, sliding_window_attention
 
 AttentionFunction = Callable[..., tuple]
+
+
+def triton_attention(query, key, value, attn_mask=None, is_causal=False, scale=None,
+                     block_m=None, block_n=None) -> tuple:
+    """:func:`attention_core.nn.triton_flash.triton_attention`, the Triton kernel of chapter 11,
+    imported on the first call: Triton is an optional dependency (the ``gpu`` extra), and
+    importing it takes seconds and may switch it to its CPU interpreter, so ``import
+    attention_core`` never does."""
+    kernel = importlib.import_module(".triton_flash", __package__).triton_attention
+    return kernel(query, key, value, attn_mask, is_causal, scale, block_m, block_n)
+
 
 ATTENTION_FUNCTIONS: dict[str, AttentionFunction] = {
     "eager": scaled_dot_product_attention,
@@ -38,6 +54,13 @@ ATTENTION_FUNCTIONS: dict[str, AttentionFunction] = {
     "linformer": linformer_attention,
     "lsh": lsh_attention,
 }
+if importlib.util.find_spec("triton") is not None:  # the `gpu` extra (Linux)
+    ATTENTION_FUNCTIONS["triton"] = triton_attention
+    if not torch.cuda.is_available():
+        # Without a GPU, Triton can only interpret. Its library (tl.zeros, tl.sum...) is built
+        # for one mode when triton is first imported, by whatever imports it (torch._dynamo
+        # does): say "interpret" now, before anything can, without importing triton.
+        os.environ.setdefault("TRITON_INTERPRET", "1")
 """Name -> kernel ``fn(query, key, value, **options) -> (output, weights or None)``.
 
 - ``"eager"``: :func:`~attention_core.nn.functional.scaled_dot_product_attention`; options
@@ -58,8 +81,13 @@ ATTENTION_FUNCTIONS: dict[str, AttentionFunction] = {
 - ``"lsh"``: :func:`~attention_core.nn.sparse.lsh_attention`; needs ``num_buckets``;
   options ``chunk_size``, ``num_hashes``, ``seed``; ``key`` must be ``query`` (Reformer
   shares them); weights None.
+- ``"triton"`` (only where Triton is installed): :func:`triton_attention`, FlashAttention-2
+  as a Triton kernel (:mod:`~attention_core.nn.triton_flash`: compiled on a CUDA GPU of
+  compute capability 8.0+, else run by Triton's CPU interpreter); ``query (..., H, L, E)``
+  against ``key``/``value (..., Hkv, S, E)`` with Hkv dividing H; options ``is_causal``,
+  ``scale``, ``block_m``, ``block_n``; an ``attn_mask`` is refused (ValueError); weights None.
 
-The exact kernels (``eager``, ``flash``, and ``sliding_window`` with its band as the
+The exact kernels (``eager``, ``flash``, ``triton``, and ``sliding_window`` with its band as the
 mask) equal ``torch.nn.functional.scaled_dot_product_attention``; the others are
 different attentions (chapter 8).
 """

@@ -1,0 +1,296 @@
+"""The Triton FlashAttention kernel (attention_core.nn.triton_flash): output equal to
+``torch.nn.functional.scaled_dot_product_attention``, log-sum-exp equal to
+``torch.logsumexp`` of the scaled scores, gradients equal to those of the package's eager
+attention, over random and ragged shapes, causal masks (square and lower-right aligned), GQA,
+head widths 16 to 128 and every dtype.
+
+Without a CUDA GPU of compute capability 8.0+ the module runs under Triton's interpreter
+(``TRITON_INTERPRET=1``, on the CPU), so these tests check the kernel's logic, not its
+speed; with one, the same tests run compiled, and the CUDA-only tests at the end too.
+Shapes are small: the interpreter runs each program in Python. ``pytest -s`` prints the
+largest error against SDPA per dtype (``test_zz_largest_errors``).
+"""
+
+import importlib.util
+import math
+import subprocess
+import sys
+from collections import defaultdict
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.testing import assert_close
+
+import attention_core as ac
+from attention_core.nn.multihead import MultiHeadAttention
+
+# ``import attention_core`` above has set TRITON_INTERPRET=1 where there is no GPU, before triton loads
+triton = pytest.importorskip("triton", reason="not installed (the gpu extra; requirements.txt pins it)")
+tl = triton.language
+tf = importlib.import_module("attention_core.nn.triton_flash")
+
+DEVICE = "cpu" if tf.INTERPRETED else "cuda"
+DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+# Interpreted, tiles are float32 and only the stored results are rounded to float16/bfloat16;
+# compiled, P is rounded to the input dtype before P V (as in FlashAttention-2): looser.
+TOLERANCE = {torch.float32: (2e-5, 1e-4),
+             torch.float16: (1e-3, 1e-3) if tf.INTERPRETED else (4e-3, 4e-3),
+             torch.bfloat16: (8e-3, 1.6e-2) if tf.INTERPRETED else (3e-2, 3e-2)}
+GRADIENT_TOLERANCE = {torch.float32: 1e-5, torch.float16: 4e-3, torch.bfloat16: 3e-2}  # of max |grad|
+LARGEST = defaultdict(float)  # (dtype, what) -> largest |kernel - reference| seen
+
+
+def qkv(B, H, Hkv, L, S, E, Ev, dtype, seed=0, requires_grad=False):
+    g = torch.Generator().manual_seed(seed)
+    shapes = ((B, H, L, E), (B, Hkv, S, E), (B, Hkv, S, Ev))
+    return tuple(torch.randn(*shape, generator=g).to(DEVICE, dtype).requires_grad_(requires_grad)
+                 for shape in shapes)
+
+
+def expand_kv(x, H):
+    """``(B, Hkv, S, E)`` -> ``(B, H, S, E)``: query head h reads kv head h // G."""
+    return x.repeat_interleave(H // x.size(1), dim=1)
+
+
+def mask_for(L, S, is_causal, device=DEVICE):
+    return ac.causal_mask(L, S, device=device) if is_causal else None
+
+
+def record(dtype, what, got, expected):
+    LARGEST[(dtype, what)] = max(LARGEST[(dtype, what)], (got.float() - expected.float()).abs().max().item())
+
+
+def close(dtype, what, got, expected):
+    record(dtype, what, got, expected)
+    atol, rtol = TOLERANCE[dtype]
+    assert_close(got, expected.to(got.dtype), atol=atol, rtol=rtol, msg=lambda m: f"{what} {dtype}: {m}")
+
+
+def check_forward(B, H, Hkv, L, S, E, Ev, dtype, is_causal, block_m, block_n, seed=0):
+    q, k, v = qkv(B, H, Hkv, L, S, E, Ev, dtype, seed)
+    out, lse = tf.triton_attention_lse(q, k, v, is_causal=is_causal, block_m=block_m, block_n=block_n)
+    assert out.shape == (B, H, L, Ev) and out.dtype == dtype and lse.shape == (B, H, L)
+    qf, kf, vf = q.float(), expand_kv(k.float(), H), expand_kv(v.float(), H)
+    # PyTorch's own attention on the same (rounded) inputs, in float32; the lower-right
+    # causal mask is passed as a mask (its is_causal is aligned top-left when L != S)
+    mask = mask_for(L, S, is_causal)
+    expected = F.scaled_dot_product_attention(qf, kf, vf, attn_mask=mask)
+    if mask is not None:  # PyTorch gives NaN for a query with no key (L > S), the package 0
+        expected = torch.where(mask.any(-1, keepdim=True), expected, 0.0)
+    close(dtype, "output", out, expected)
+    scores = qf @ kf.transpose(-2, -1) / math.sqrt(E)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, -math.inf)
+    record(dtype, "lse", lse, torch.logsumexp(scores, -1))
+    assert_close(lse, torch.logsumexp(scores, -1), atol=1e-5, rtol=1e-5)
+
+
+# --- forward ------------------------------------------------------------------------------
+
+def random_shapes(n, seed=1):
+    """``n`` random problems: (B, H, Hkv, L, S, E, Ev, is_causal), with ragged lengths."""
+    g = torch.Generator().manual_seed(seed)
+    pick = lambda *options: options[torch.randint(len(options), (1,), generator=g).item()]
+    for _ in range(n):
+        H = pick(1, 2, 4)
+        L, S = (int(torch.randint(1, 70, (1,), generator=g)) for _ in range(2))
+        yield (pick(1, 2), H, pick(*[d for d in (1, 2, 4) if H % d == 0]), L, S,
+               pick(16, 24, 32, 64), pick(16, 40, 64), bool(pick(True, False)))
+
+
+@pytest.mark.parametrize("shape", list(random_shapes(4)), ids=str)
+def test_random_shapes_equal_sdpa(shape):
+    check_forward(*shape[:7], torch.float32, shape[7], 16, 32)
+
+
+@pytest.mark.parametrize("is_causal", [False, True])
+@pytest.mark.parametrize("L, S", [(33, 33), (20, 45), (45, 20)], ids=["square", "L<S", "L>S"])
+def test_ragged_and_causal_lengths(L, S, is_causal):
+    """L, S not multiples of the 16 x 16 tiles; causal aligned to the end (lower right), so
+    for L > S the first L - S queries see no key: output 0, log-sum-exp -inf."""
+    check_forward(1, 2, 1, L, S, 32, 32, torch.float32, is_causal, 16, 16)
+
+
+@pytest.mark.parametrize("E", [16, 64, 128])
+def test_head_widths(E):
+    check_forward(1, 2, 2, 40, 40, E, E, torch.float32, True, 32, 32)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_every_dtype_equals_sdpa_in_float32(dtype):
+    check_forward(1, 4, 2, 50, 70, 64, 64, dtype, True, 32, 32, seed=3)
+
+
+def test_a_query_with_no_key_gets_zero_and_minus_infinity():
+    q, k, v = qkv(1, 1, 1, 6, 3, 16, 16, torch.float32)
+    out, lse = tf.triton_attention_lse(q, k, v, is_causal=True)
+    assert (out[..., :3, :] == 0).all() and (lse[..., :3] == -math.inf).all()
+    assert lse[..., 3:].isfinite().all()
+
+
+def test_scale_and_two_dim_inputs():
+    q, k, v = (x[0, 0] for x in qkv(1, 1, 1, 20, 30, 16, 24, torch.float32))  # (L, E): one head
+    out, _ = ac.ATTENTION_FUNCTIONS["triton"](q, k, v, scale=0.3)
+    assert_close(out, F.scaled_dot_product_attention(q, k, v, scale=0.3), atol=1e-5, rtol=1e-5)
+
+
+def test_non_contiguous_inputs():
+    q, k, v = (x.transpose(1, 2).contiguous().transpose(1, 2) for x in qkv(2, 2, 2, 24, 24, 32, 32,
+                                                                           torch.float32))
+    assert not q.is_contiguous()
+    out, _ = tf.triton_attention(q, k, v, block_m=16, block_n=16)
+    assert_close(out, F.scaled_dot_product_attention(q, k, v), atol=1e-5, rtol=1e-5)
+
+
+# --- backward -----------------------------------------------------------------------------
+
+GRADIENT_CASES = [(torch.float32, False, 37, 53), (torch.float32, True, 40, 40),
+                  (torch.float32, True, 45, 29), (torch.float16, True, 37, 53),
+                  (torch.bfloat16, True, 37, 53)]
+
+
+@pytest.mark.parametrize("dtype, is_causal, L, S", GRADIENT_CASES, ids=str)
+def test_gradients_equal_eager_attention(dtype, is_causal, L, S):
+    """dq, dk, dv (GQA: each kv head summed over its group) equal the autograd of the
+    package's eager attention in float32 on the same rounded inputs, up to a fraction of
+    the gradient's size: the kernel, as FlashAttention-2, reads the output rounded to
+    ``dtype`` (in rowsum(dO * O)), where the reference keeps it in float32."""
+    H = 4
+    q, k, v = qkv(1, H, 2, L, S, 32, 48, dtype, seed=5, requires_grad=True)
+    g = torch.Generator().manual_seed(6)
+    weight = torch.randn(1, H, L, 48, generator=g).to(DEVICE, dtype).float()  # dLoss/dout
+    out, _ = tf.triton_attention_lse(q, k, v, is_causal=is_causal, block_m=16, block_n=32)
+    (out.float() * weight).sum().backward()
+    ref = [x.detach().float().requires_grad_() for x in (q, k, v)]
+    expected, _ = ac.scaled_dot_product_attention(ref[0], expand_kv(ref[1], H), expand_kv(ref[2], H),
+                                                  attn_mask=mask_for(L, S, is_causal))
+    (expected * weight).sum().backward()
+    for name, x, r in zip(("dq", "dk", "dv"), (q, k, v), ref):
+        assert x.grad.dtype == dtype and x.grad.isfinite().all()
+        record(dtype, name, x.grad, r.grad)
+        error = (x.grad.float() - r.grad).abs().max() / r.grad.abs().max()
+        assert error < GRADIENT_TOLERANCE[dtype], f"{name} {dtype}: relative error {error:.3g}"
+
+
+def test_a_layer_trains_with_it():
+    """MultiHeadAttention(attention="triton"): the same loss and parameter gradients as eager."""
+    torch.manual_seed(0)
+    eager = MultiHeadAttention(64, 4, num_kv_heads=2).to(DEVICE)
+    fused = MultiHeadAttention(64, 4, num_kv_heads=2, attention="triton").to(DEVICE)
+    fused.load_state_dict(eager.state_dict())
+    x = torch.randn(2, 30, 64, generator=torch.Generator().manual_seed(1)).to(DEVICE)
+    for layer in (eager, fused):
+        layer(x, is_causal=True)[0].square().mean().backward()
+    for (name, p), p2 in zip(eager.named_parameters(), fused.parameters()):
+        assert_close(p2.grad, p.grad, atol=1e-5, rtol=1e-4, msg=name)
+
+
+def test_the_log_sum_exp_is_not_differentiable():
+    q, k, v = qkv(1, 1, 1, 8, 8, 16, 16, torch.float32, requires_grad=True)
+    _, lse = tf.triton_attention_lse(q, k, v)
+    assert not lse.requires_grad
+
+
+def test_a_custom_update_is_used():
+    """``update`` swaps the tile step (chapter 11's exercise): the default passed explicitly
+    gives the same output; a step that forgets to rescale gives a different one."""
+    q, k, v = qkv(1, 1, 1, 16, 64, 16, 16, torch.float32)
+    out, _ = tf.triton_attention_lse(q, k, v, block_m=16, block_n=16)
+    same, _ = tf.triton_attention_lse(q, k, v, block_m=16, block_n=16, update=tf.tile_update)
+    assert torch.equal(out, same)
+    wrong, _ = tf.triton_attention_lse(q, k, v, block_m=16, block_n=16, update=no_rescale)
+    assert not torch.allclose(wrong, out, atol=1e-3)
+
+
+@triton.jit
+def no_rescale(q, k_t, v, m, l, acc, allowed, qk_scale):
+    """The tile step without the rescaling by exp2(m - m_new): wrong once the max grows."""
+    s = tl.where(allowed, tl.dot(q, k_t) * qk_scale, float("-inf"))
+    m_new = tl.maximum(m, tl.max(s, 1))
+    p = tl.math.exp2(s - m_new[:, None])
+    return m_new, l + tl.sum(p, 1), acc + tl.dot(p.to(v.dtype), v)
+
+
+# --- the registry and bad input -----------------------------------------------------------
+
+def test_import_attention_core_does_not_import_triton():
+    code = ("import sys, attention_core as ac; ac.ATTENTION_FUNCTIONS['triton']; "
+            "print('triton' in sys.modules, 'attention_core.nn.triton_flash' in sys.modules)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.split() == ["False", "False"]
+
+
+def test_registered_under_the_kernel_contract():
+    q, k, v = qkv(1, 2, 1, 10, 12, 16, 16, torch.float32)
+    output, weights = ac.ATTENTION_FUNCTIONS["triton"](q, k, v, is_causal=True)
+    assert weights is None
+    assert_close(output, tf.triton_attention(q, k, v, is_causal=True)[0])
+
+
+@pytest.mark.parametrize("kwargs, error, names", [
+    ({"attn_mask": torch.ones(4, 4, dtype=torch.bool)}, ValueError, "attn_mask"),
+    ({"is_causal": 1}, TypeError, "is_causal"),
+    ({"scale": -1.0}, ValueError, "scale"),
+    ({"block_m": 24}, ValueError, "block_m"),
+    ({"block_n": 8}, ValueError, "block_n"),
+])
+def test_bad_options_are_named(kwargs, error, names):
+    q, k, v = qkv(1, 1, 1, 4, 4, 16, 16, torch.float32)
+    with pytest.raises(error, match=names):
+        tf.triton_attention(q, k, v, **kwargs)
+
+
+def test_bad_inputs_are_named():
+    q, k, v = qkv(1, 4, 4, 4, 4, 16, 16, torch.float32)
+    with pytest.raises(TypeError, match="query"):
+        tf.triton_attention(q.double(), k.double(), v.double())
+    with pytest.raises(ValueError, match="key"):
+        tf.triton_attention(q, k[:, :3], v[:, :3])  # 3 kv heads for 4 query heads
+    with pytest.raises(ValueError, match="query"):
+        tf.triton_attention(q.new_zeros(1, 1, 4, 256), k.new_zeros(1, 1, 4, 256), v.new_zeros(1, 1, 4, 16))
+    with pytest.raises(ValueError, match="key"):
+        tf.triton_attention(q, k[None], v[None])  # batch dims differ
+
+
+# --- compiled, on a GPU -------------------------------------------------------------------
+
+needs_gpu = pytest.mark.skipif(
+    not tf.compiles_here(),
+    reason="needs a CUDA GPU of compute capability 8.0+ for Triton to compile the kernel; "
+           + ("this GPU is older" if torch.cuda.is_available() else "torch sees no CUDA device")
+           + " (the tests above ran it under Triton's CPU interpreter)")
+
+
+@needs_gpu
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_compiled_kernel_equals_pytorch_flash_attention(dtype, is_causal):
+    """At a real size, with the default tiles: forward and gradients against PyTorch's fused
+    attention on the same inputs (its float16/bfloat16 kernel)."""
+    q, k, v = qkv(2, 8, 2, 1000, 1000, 128, 128, dtype, seed=11, requires_grad=True)
+    out, _ = tf.triton_attention(q, k, v, is_causal=is_causal)
+    weight = torch.randn_like(out)
+    (out * weight).sum().backward()
+    ref = [x.detach().clone().requires_grad_() for x in (q, k, v)]
+    expected = F.scaled_dot_product_attention(ref[0], ref[1], ref[2], is_causal=is_causal, enable_gqa=True)
+    (expected * weight).sum().backward()
+    atol = 2e-2 if dtype == torch.float16 else 6e-2
+    assert_close(out, expected, atol=atol, rtol=atol)
+    for x, r in zip((q, k, v), ref):
+        assert_close(x.grad, r.grad, atol=5 * atol, rtol=5 * atol)
+
+
+@needs_gpu
+def test_compiled_kernel_refuses_cpu_tensors():
+    q = torch.randn(1, 1, 8, 16)
+    with pytest.raises(ValueError, match="query"):
+        tf.triton_attention(q, q, q)
+
+
+def test_zz_largest_errors():
+    """Prints the largest error against SDPA (output, lse) and against eager's autograd (dq,
+    dk, dv) seen above, per dtype (run with ``-s`` to see it); every one is finite."""
+    assert all(math.isfinite(value) for value in LARGEST.values())
+    for (dtype, what), value in sorted(LARGEST.items(), key=lambda item: (str(item[0][0]), item[0][1])):
+        print(f"largest |error| {str(dtype):15} {what:6} {value:.3g}")
