@@ -600,3 +600,70 @@ def check_delta_rule(student: Callable) -> Feedback:
                 "read before write: o_t = S_t q_t uses the state after token t's update":
                     _delta_loop(read_before_write=True)}
     return _check(student, reference, cases, mistakes, "delta_rule")
+
+
+# --- chapter 11: the Triton kernel's tile step ---------------------------------------
+
+import importlib  # noqa: E402  (the kernel module is loaded on first use: it imports triton)
+
+
+def _tile_state(seed: int, Bq: int = 16, Bk: int = 16, E: int = 16, shift: float = 0.0):
+    """Inputs of one tile step (float32): ``q (Bq, E)``, ``k_t (E, Bk)``, ``v (Bk, E)``, and
+    the state after an earlier tile with scores lower by ``shift`` (``m``, ``l``, ``acc``)."""
+    g = torch.Generator().manual_seed(seed)
+    q, k_t = torch.randn(Bq, E, generator=g), torch.randn(E, Bk, generator=g)
+    v = torch.randn(Bk, E, generator=g)
+    m = torch.randn(Bq, generator=g) - shift  # base-2 running max of the earlier tile
+    l = torch.rand(Bq, generator=g) * 3 + 1
+    acc = torch.randn(Bq, E, generator=g)
+    return q, k_t, v, m, l, acc
+
+
+def check_triton_tile_update(student) -> Feedback:
+    """``student`` must be a ``@triton.jit`` function ``(q, k_t, v, m, l, acc, allowed,
+    qk_scale) -> (m, l, acc)``: one key tile of the online softmax, as
+    :func:`attention_core.nn.triton_flash.tile_update` (scores ``q k_t * qk_scale`` in base 2,
+    ``-inf`` where not ``allowed``; new running max, ``l`` and ``acc`` rescaled by
+    ``exp2(m - m_new)``, plus the tile's row sums and ``p @ v``). Each case runs it under
+    Triton's interpreter (compiled on a GPU): three single tiles, then the whole kernel."""
+    triton_flash = importlib.import_module("attention_core.nn.triton_flash")  # triton on first use
+    if type(student).__name__ not in ("JITFunction", "InterpretedFunction"):
+        return Feedback(False, "check_triton_tile_update needs a @triton.jit function, "
+                               f"got {_describe(student)}")
+    scale = math.log2(math.e) / 4.0  # 1/sqrt(16) in base 2
+    first = _tile_state(1)
+    fresh = (*first[:3], torch.full((16,), -math.inf), torch.zeros(16), torch.zeros(16, 16))
+    causal = torch.ones(16, 16, dtype=torch.bool).tril()
+    cases = [("the first tile (m = -inf, l = 0, acc = 0)", fresh, torch.ones(16, 16, dtype=torch.bool)),
+             ("a later tile whose scores raise the maximum", _tile_state(2, shift=4.0),
+              torch.ones(16, 16, dtype=torch.bool)),
+             ("a causal tile on the diagonal", _tile_state(3), causal)]
+    hints = {"m": "the new running max is max(m, the row max of this tile's allowed scores)",
+             "l": "l must be multiplied by exp2(m - m_new) before adding the row sums of p = exp2(s - m_new)",
+             "acc": "acc must be rescaled by the same exp2(m - m_new), then p @ v added"}
+    for name, inputs, allowed in cases:
+        expected = triton_flash.run_tile_update(triton_flash.tile_update, *inputs, allowed, scale)
+        try:
+            got = triton_flash.run_tile_update(student, *inputs, allowed, scale)
+        except Exception as error:  # the reader's kernel did not run: say why
+            return Feedback(False, f"Case '{name}' failed: your function raised "
+                                   f"{type(error).__name__}: {error}")
+        wrong = [what for what, g, e in zip(("m", "l", "acc"), got, expected) if not _same(g, e)]
+        if wrong:
+            lines = [f"Case '{name}' failed: {', '.join(wrong)} differ."]
+            lines += [f"  {what}: expected (first row) {_first_row(e.view(16, -1))[:4]}..., got "
+                      f"{_first_row(g.view(16, -1))[:4]}...; {hints[what]}"
+                      for what, g, e in zip(("m", "l", "acc"), got, expected) if what in wrong]
+            return Feedback(False, "\n".join(lines))
+    q, k, v = (torch.randn(1, 2, n, 32, generator=torch.Generator().manual_seed(5)) for n in (40, 70, 70))
+    device = "cpu" if triton_flash.INTERPRETED else "cuda"
+    q, k, v = q.to(device), k.to(device), v.to(device)
+    out, _ = triton_flash.triton_attention_lse(q, k, v, is_causal=True, block_m=16, block_n=32,
+                                               update=student)
+    mask = masks.causal_mask(40, 70, device)
+    reference = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    if not torch.allclose(out, reference, atol=1e-5, rtol=1e-4):
+        return Feedback(False, "Each tile step is right, but the whole kernel (40 queries, 70 keys, causal, "
+                               f"tiles of 16 x 32) is not: largest error {(out - reference).abs().max():.2g}")
+    return Feedback(True, f"All {len(cases) + 1} cases passed: {'; '.join(c[0] for c in cases)}; "
+                          "the whole kernel (40 x 70, causal) equals scaled_dot_product_attention.")

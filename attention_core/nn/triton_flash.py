@@ -142,6 +142,37 @@ def _forward_kernel(Q, K, V, O, LSE,
     tl.store(LSE + nh * L + rows, m * 0.6931471805599453 + tl.log(l_safe), mask=rows < L)
 
 
+@triton.jit
+def _one_update_kernel(Q, KT, V, M, LSUM, ACC, ALLOWED, qk_scale, UPDATE: tl.constexpr,
+                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                       BLOCK_E: tl.constexpr, BLOCK_EV: tl.constexpr):
+    """One call of ``UPDATE`` on one tile, state read from and written back to memory."""
+    r, c = tl.arange(0, BLOCK_M), tl.arange(0, BLOCK_N)
+    e, ev = tl.arange(0, BLOCK_E), tl.arange(0, BLOCK_EV)
+    q = tl.load(Q + r[:, None] * BLOCK_E + e[None, :])
+    k_t = tl.load(KT + e[:, None] * BLOCK_N + c[None, :])
+    v = tl.load(V + c[:, None] * BLOCK_EV + ev[None, :])
+    acc = tl.load(ACC + r[:, None] * BLOCK_EV + ev[None, :])
+    allowed = tl.load(ALLOWED + r[:, None] * BLOCK_N + c[None, :]) != 0
+    m, l, acc = UPDATE(q, k_t, v, tl.load(M + r), tl.load(LSUM + r), acc, allowed, qk_scale)
+    tl.store(M + r, m)
+    tl.store(LSUM + r, l)
+    tl.store(ACC + r[:, None] * BLOCK_EV + ev[None, :], acc)
+
+
+def run_tile_update(update, q, k_t, v, m, l, acc, allowed, qk_scale: float):
+    """Run one ``update`` (a ``@triton.jit`` tile step such as :func:`tile_update`) on one
+    tile, outside the kernel: float32 ``q (Bq, E)``, ``k_t (E, Bk)``, ``v (Bk, Ev)``, ``m,
+    l (Bq,)``, ``acc (Bq, Ev)`` and bool ``allowed (Bq, Bk)``, every size a power of two >= 16.
+    Returns the new ``(m, l, acc)`` (chapter 11's exercise checks a reader's step with it)."""
+    m, l, acc = (x.float().contiguous().clone() for x in (m, l, acc))
+    (Bq, E), (Bk, Ev) = q.shape, v.shape
+    _one_update_kernel[(1,)](q.float().contiguous(), k_t.float().contiguous(), v.float().contiguous(),
+                             m, l, acc, allowed.to(torch.int8).contiguous(), float(qk_scale),
+                             UPDATE=update, BLOCK_M=Bq, BLOCK_N=Bk, BLOCK_E=E, BLOCK_EV=Ev)
+    return m, l, acc
+
+
 # --- backward -----------------------------------------------------------------------------
 
 @triton.jit
