@@ -253,6 +253,17 @@ def test_bad_inputs_are_named():
         tf.triton_attention(q, k[None], v[None])  # batch dims differ
 
 
+# --- chapter 11's exercise ----------------------------------------------------------------
+
+def test_the_exercise_checker_accepts_the_step_and_names_what_is_wrong():
+    from attention_core.book.exercises import check_triton_tile_update
+    passed = check_triton_tile_update(tf.tile_update)
+    assert passed, passed.message
+    failed = check_triton_tile_update(no_rescale)
+    assert not failed and "l, acc differ" in failed.message and "exp2(m - m_new)" in failed.message
+    assert not check_triton_tile_update(lambda *args: args)  # not a @triton.jit function
+
+
 # --- compiled, on a GPU -------------------------------------------------------------------
 
 needs_gpu = pytest.mark.skipif(
@@ -295,13 +306,3 @@ def test_zz_largest_errors():
     for (dtype, what), value in sorted(LARGEST.items(), key=lambda item: (str(item[0][0]), item[0][1])):
         print(f"largest |error| {str(dtype):15} {what:6} {value:.3g}")
 
-
-# --- chapter 11's exercise ----------------------------------------------------------------
-
-def test_the_exercise_checker_accepts_the_step_and_names_what_is_wrong():
-    from attention_core.book.exercises import check_triton_tile_update
-    passed = check_triton_tile_update(tf.tile_update)
-    assert passed, passed.message
-    failed = check_triton_tile_update(no_rescale)
-    assert not failed and "l, acc differ" in failed.message and "exp2(m - m_new)" in failed.message
-    assert not check_triton_tile_update(lambda *args: args)  # not a @triton.jit function
