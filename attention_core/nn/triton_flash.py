@@ -322,14 +322,19 @@ def _backward(do, q, k, v, out, lse, is_causal, scale, block_m, block_n):
     dq = torch.empty((N, H, L, E), device=q.device, dtype=q.dtype)
     dk = torch.empty((N, Hkv, S, E), device=q.device, dtype=k.dtype)
     dv = torch.empty((N, Hkv, S, Ev), device=q.device, dtype=v.dtype)
-    common = dict(IS_CAUSAL=is_causal, UPCAST=INTERPRETED, BLOCK_M=block_m, BLOCK_N=block_n,
-                  BLOCK_E=_pow2(E), BLOCK_EV=_pow2(Ev), **_launch_options(max(E, Ev)))
+    # compiled, each backward program holds more tiles than a forward one (k, v, dk, dv or
+    # q, dO, dq): smaller tiles, as in Triton's fused-attention tutorial; interpreted, the
+    # caller's, so that tests reach ragged tiles at small sizes
+    kv_tiles = (block_m, block_n) if INTERPRETED else (32, 64)  # (queries per step, keys per program)
+    q_tiles = (block_m, block_n) if INTERPRETED else (64, 32)  # (queries per program, keys per step)
+    common = dict(IS_CAUSAL=is_causal, UPCAST=INTERPRETED, BLOCK_E=_pow2(E), BLOCK_EV=_pow2(Ev),
+                  num_warps=4, num_stages=2)
     strides = (*_strides(q), *_strides(k), *_strides(v), *_strides(do))
     sizes = (H, L, S, E, Ev, H // Hkv, scale, scale * LOG2E)
-    _backward_dkdv_kernel[(triton.cdiv(S, block_n), N * Hkv)](
-        q, k, v, do, lse, delta, dk, dv, *strides, *sizes, **common)
-    _backward_dq_kernel[(triton.cdiv(L, block_m), N * H)](
-        q, k, v, do, lse, delta, dq, *strides, *sizes, **common)
+    _backward_dkdv_kernel[(triton.cdiv(S, kv_tiles[1]), N * Hkv)](
+        q, k, v, do, lse, delta, dk, dv, *strides, *sizes, BLOCK_M=kv_tiles[0], BLOCK_N=kv_tiles[1], **common)
+    _backward_dq_kernel[(triton.cdiv(L, q_tiles[0]), N * H)](
+        q, k, v, do, lse, delta, dq, *strides, *sizes, BLOCK_M=q_tiles[0], BLOCK_N=q_tiles[1], **common)
     return dq, dk, dv
 
 
@@ -405,14 +410,14 @@ def triton_attention_lse(query: torch.Tensor, key: torch.Tensor, value: torch.Te
     dividing H (grouped-query attention; ``(L, E)`` inputs are one head), E, Ev <= 128,
     float32, float16 or bfloat16 (computed with float32 accumulation, output in their dtype).
     ``is_causal``: query i sees keys ``j <= i + (S - L)`` (aligned to the end, like
-    :func:`~attention_core.masks.causal_mask`; a query with no key gets a zero output and a
+    :func:`~attention_core.nn.masks.causal_mask`; a query with no key gets a zero output and a
     log-sum-exp of -inf). ``scale`` defaults to 1/sqrt(E). ``attn_mask`` must be None (an
     arbitrary mask is refused: ``ATTENTION_FUNCTIONS["flash"]`` takes one). ``block_m``
-    (Bq) and ``block_n`` (Bk): tile sizes, powers of two >= 16 (default 128 x 64 compiled,
-    64 x 64 interpreted). ``update``: the ``@triton.jit`` function that folds one key tile
-    into ``(m, l, acc)`` (default :func:`tile_update`; chapter 11's exercise swaps in the
-    reader's). Differentiable in query, key and value; the logsumexp is float32 and not
-    differentiable.
+    (Bq) and ``block_n`` (Bk): the forward's tile sizes, powers of two >= 16 (default 128 x 64
+    compiled, 64 x 64 interpreted; compiled, the backward uses its own smaller tiles).
+    ``update``: the ``@triton.jit`` function that folds one key tile into ``(m, l, acc)``
+    (default :func:`tile_update`; chapter 11's exercise swaps in the reader's).
+    Differentiable in query, key and value; the logsumexp is float32 and not differentiable.
     """
     _check_inputs(query, key, value, attn_mask, is_causal, scale)
     block_m = (64 if INTERPRETED else 128) if block_m is None else block_m
