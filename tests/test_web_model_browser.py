@@ -21,6 +21,7 @@ import functools
 import http.server
 import json
 import os
+import re
 import shutil
 import subprocess
 import threading
@@ -208,7 +209,9 @@ def test_attention_equals_the_package_model(lab, server, meta, package_model):
         assert abs(page["nearest"]["cosine"] - cosines.max().item()) < 1e-4
         assert torch.dot(embedding, sentence_embedding(hidden, mask)[0]).item() > 0.98
     text = lab.execute_script(MESSAGE)
-    assert f"{meta['max_abs_diff_attention']:.1e}" in text and meta["precision"].split(" (")[0] in text, text
+    stated = float(re.search(r"by at most ([0-9.e-]+)\.", text)[1])  # the figure the page prints
+    assert meta["precision"] in text and stated == float(f"{meta['max_abs_diff_attention']:.2g}"), text
+    assert meta["max_abs_diff_attention"] <= meta["tolerance"] < 2 * meta["max_abs_diff_attention"]
     assert not severe(lab)
     assert not outside_requests(lab, server)
 

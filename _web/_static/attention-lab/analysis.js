@@ -45,12 +45,16 @@ export function nearest(embedding, embeddings) {
   return best;
 }
 
-// Viridis at t in [0, 1] (eight stops of matplotlib's map, linearly interpolated).
+// Viridis at t in [0, 1] (eight stops of matplotlib's map, linearly interpolated), as [r, g, b].
 const VIRIDIS = [[68, 1, 84], [70, 50, 127], [54, 92, 141], [39, 127, 142], [31, 161, 135],
   [74, 194, 109], [159, 218, 58], [253, 231, 37]];
-export function viridis(t) {
+export function viridisRgb(t) {
   const x = Math.min(1, Math.max(0, t)) * (VIRIDIS.length - 1);
   const i = Math.min(VIRIDIS.length - 2, Math.floor(x)), f = x - i;
-  const c = VIRIDIS[i].map((v, k) => Math.round(v + f * (VIRIDIS[i + 1][k] - v)));
-  return `rgb(${c[0]}, ${c[1]}, ${c[2]})`;
+  return VIRIDIS[i].map((v, k) => Math.round(v + f * (VIRIDIS[i + 1][k] - v)));
 }
+
+// 256 levels, computed once: drawing 72 maps looks colours up instead of computing them.
+export const VIRIDIS_RGB = Array.from({ length: 256 }, (_, k) => viridisRgb(k / 255));
+export const VIRIDIS_CSS = VIRIDIS_RGB.map(([r, g, b]) => `rgb(${r}, ${g}, ${b})`);
+export const level = (t) => Math.round(255 * Math.min(1, Math.max(0, t)));

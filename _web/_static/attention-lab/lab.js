@@ -7,7 +7,7 @@
 // site itself, then every sentence runs locally. window.attentionLab holds the state the
 // page shows (tests and benchmarks/bench_web_model.py read it).
 import { makeTokenizer, problemWith, unknownNote, MAX_WORDS } from "./tokenize.js";
-import { headMap, headEntropies, topAttended, nearest, viridis } from "./analysis.js";
+import { headMap, headEntropies, topAttended, nearest, VIRIDIS_RGB, VIRIDIS_CSS, level } from "./analysis.js";
 import { CSS } from "./style.js";
 
 const STATIC = new URL("../", import.meta.url);  // the site's _static/
@@ -46,6 +46,13 @@ const svgEl = (tag, attrs = {}) => {
   return node;
 };
 const fmt = (x, digits = 2) => x.toFixed(digits);
+const twoDigits = (x) => String(Number(x.toPrecision(2)));  // 0.0763 -> "0.076"
+
+// The model's precision and its measured cost, from meta.json (written when the site was built).
+function describe(meta) {
+  return `Model: ${meta.precision}. Over the book's ${meta.sentences.length} sentences its attention ` +
+    `weights differ from the book's float32 model by at most ${twoDigits(meta.max_abs_diff_attention)}.`;
+}
 const mb = (bytes) => `${(bytes / 1e6).toFixed(bytes < 1e7 ? 1 : 0)} MB`;
 
 // ------------------------------------------------------------------ the page's parts
@@ -134,7 +141,7 @@ function drawHeatmap(ui, root) {
   for (let j = 0; j < L; j += every) ctx.fillText(tokens[j], -label + 4, label + (j + 0.5) * cell, label - 4);
   ctx.restore();
   rows.forEach((row, i) => row.forEach((w, j) => {
-    ctx.fillStyle = viridis(w);
+    ctx.fillStyle = VIRIDIS_CSS[level(w)];
     ctx.fillRect(label + j * cell, label + i * cell, cell, cell);
   }));
   ui.heatmap.setAttribute("aria-label", `Heatmap of layer ${state.layer + 1}, head ${state.head + 1} ` +
@@ -200,8 +207,9 @@ function drawThumb(canvas, rows) {
   let max = 0;
   for (const row of rows) for (const w of row) max = Math.max(max, w);
   rows.forEach((row, i) => row.forEach((w, j) => {
-    const [r, g, b] = viridis(w / (max || 1)).match(/\d+/g).map(Number);
-    image.data.set([r, g, b, 255], 4 * (i * L + j));
+    const [r, g, b] = VIRIDIS_RGB[level(w / (max || 1))];
+    const at = 4 * (i * L + j);
+    image.data[at] = r; image.data[at + 1] = g; image.data[at + 2] = b; image.data[at + 3] = 255;
   }));
   ctx.putImageData(image, 0, 0);
 }
@@ -337,7 +345,9 @@ function makeRunner(ui, root, lab) {
         ui.result.hidden = true;
         return;
       }
+      const ran = performance.now();
       const { attentions, embedding } = await runModel(lab, encoded.ids);
+      const drawn = performance.now();
       Object.assign(state, { problem: null, tokens: encoded.tokens, ids: encoded.ids, L: encoded.ids.length,
         attentions, embedding, text });
       state.entropies = headEntropies(attentions, state.L, state.numLayers, state.numHeads);
@@ -346,8 +356,8 @@ function makeRunner(ui, root, lab) {
       drawAll(ui, root);
       ui.note.textContent = unknownNote(encoded);
       ui.note.hidden = !ui.note.textContent;
-      say(ui, `Computed in your browser (${state.meta.precision} weights; attention within ` +
-        `${state.meta.max_abs_diff_attention.toExponential(1)} of the book's float32 model).`);
+      say(ui, `Computed in your browser. ${describe(state.meta)}`);
+      Object.assign(state.timings, { model: drawn - ran, draw: performance.now() - drawn });
       state.runs += 1;
       state.timings.lastSentence = performance.now() - start;
       root.dataset.runs = String(state.runs);
