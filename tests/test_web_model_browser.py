@@ -83,7 +83,7 @@ def test_tokenizer_ids_equal_python_tokenizers(site, web_files, tmp_path):
     (tmp_path / "run.js").write_text(
         'import { makeTokenizer } from "./attention-lab/tokenize.js";\n'
         'import fs from "fs";\n'
-        'const encode = makeTokenizer(JSON.parse(fs.readFileSync(process.argv[2], "utf8")));\n'
+        'const encode = await makeTokenizer(JSON.parse(fs.readFileSync(process.argv[2], "utf8")));\n'
         'const texts = JSON.parse(fs.readFileSync(process.argv[3], "utf8"));\n'
         'console.log(JSON.stringify(texts.map((t) => encode(t).ids)));\n')
     command = [node, str(tmp_path / "run.js"), str(web_files["tokenizer.json"]), str(tmp_path / "texts.json")]

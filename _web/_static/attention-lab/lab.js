@@ -317,7 +317,7 @@ async function load(ui) {
   state.meta = meta;
   state.numLayers = meta.num_layers;
   state.numHeads = meta.num_heads;
-  return { ort, session, encode: makeTokenizer(tokenizerJson) };
+  return { ort, session, encode: await makeTokenizer(tokenizerJson) };
 }
 
 async function runModel(lab, ids) {

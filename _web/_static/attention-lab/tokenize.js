@@ -1,14 +1,15 @@
 // Chapter 13 (website): the model's WordPiece tokenizer in the browser.
 // @huggingface/tokenizers reads the same tokenizer.json as Python's `tokenizers`;
-// tests/test_web_model_browser.py checks that both give the same ids.
-import { Tokenizer } from "../tokenizers/tokenizers.min.js";
+// tests/test_web_model_browser.py checks that both give the same ids. The library is
+// imported when the reader asks for the model, not with the page.
 
 export const MAX_TOKENS = 128;   // the model's position table
 export const MAX_WORDS = 64;
 
-// tokenizer.json (parsed) -> encode(text) -> {ids, tokens}: [CLS] ... [SEP], never padded
-// nor truncated (the page says when a sentence is too long instead of cutting it).
-export function makeTokenizer(tokenizerJson) {
+// tokenizer.json (parsed) -> (a promise of) encode(text) -> {ids, tokens}: [CLS] ... [SEP],
+// never padded nor truncated (the page says when a sentence is too long instead of cutting it).
+export async function makeTokenizer(tokenizerJson) {
+  const { Tokenizer } = await import("../tokenizers/tokenizers.min.js");
   const spec = { ...tokenizerJson, padding: null, truncation: null };
   const tokenizer = new Tokenizer(spec, {});
   return (text) => {
