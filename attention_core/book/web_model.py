@@ -61,7 +61,10 @@ MAX_BYTES = 25_000_000
 """The most a page may download for the model (bytes)."""
 FILES = ("model.onnx", "tokenizer.json", "meta.json")
 """What :func:`export_minilm` writes."""
-PRECISION = "int8 weights (symmetric, one scale per output channel or embedding row), float32 activations"
+MATMUL_BLOCK, EMBEDDING_BLOCK = 32, 64
+"""How many consecutive int8 weights share a scale: down a matrix's column, along an embedding."""
+PRECISION = (f"int8 weights (symmetric, a float16 scale per block of {MATMUL_BLOCK} weights, "
+             f"{EMBEDDING_BLOCK} in the embedding tables), float32 activations")
 """What :func:`quantise_weights` keeps, in words (``meta.json``'s ``precision``)."""
 INPUTS, OUTPUTS = ("input_ids", "attention_mask"), ("attentions", "embedding")
 MIN_QUANTISED = 2 ** 16
@@ -123,28 +126,42 @@ def _free_output_names(graph) -> None:
                 value.name = f"{value.name}_inner"
 
 
-def _symmetric_int8(weight: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
-    """``weight`` (2-D float) -> ``(q int8, scale float32)``, one scale per index of
-    ``axis`` kept (the others reduced): ``weight ~= q * scale``, ``|q| <= 127``."""
-    scale = np.abs(weight).max(axis=1 - axis) / 127  # (weight.shape[axis],)
-    scale = np.where(scale == 0, 1, scale).astype(np.float32)
-    shape = (1, -1) if axis == 1 else (-1, 1)
-    q = np.clip(np.rint(weight / scale.reshape(shape)), -127, 127).astype(np.int8)
+def blockwise_int8(weight: np.ndarray, axis: int, block: int) -> tuple[np.ndarray, np.ndarray]:
+    """``weight`` (2-D float) in blocks of ``block`` consecutive entries along ``axis`` ->
+    ``(q int8, scale float16)``, one scale per block: ``weight ~= q * scale``, ``|q| <= 127``.
+
+    ``axis=0``: ``(K, M)`` -> ``q (K/block, block, M)``, ``scale (K/block, 1, M)``;
+    ``axis=1``: ``(V, D)`` -> ``q (V, D/block, block)``, ``scale (V, D/block, 1)``.
+    ``block`` must divide ``weight.shape[axis]``.
+    """
+    if weight.ndim != 2 or axis not in (0, 1) or weight.shape[axis] % block:
+        raise ValueError(f"weight must be 2-D with block={block} dividing its axis {axis}, "
+                         f"got shape {weight.shape}")
+    K, M = weight.shape
+    blocks = weight.reshape(K // block, block, M) if axis == 0 else weight.reshape(K, M // block, block)
+    reduce = 1 if axis == 0 else 2
+    scale = (np.abs(blocks).max(axis=reduce, keepdims=True) / 127).astype(np.float16)
+    scale[scale == 0] = 1  # an all-zero block (or one below float16's range)
+    q = np.clip(np.rint(blocks / scale.astype(np.float32)), -127, 127).astype(np.int8)
     return q, scale
 
 
-def quantise_weights(src, dst, ops=("MatMul", "Gather")) -> int:
+def quantise_weights(src, dst, ops=("MatMul", "Gather"), matmul_block: int = MATMUL_BLOCK,
+                     embedding_block: int = EMBEDDING_BLOCK) -> int:
     """Store the weights of the ONNX model ``src`` as int8 in ``dst``; return how many.
 
-    Each ``MatMul`` weight ``W (in, out)`` becomes int8 with one scale per output column,
-    turned back to float32 by a ``DequantizeLinear`` before the ``MatMul``; each embedding
-    table (a ``Gather`` on rows) becomes int8 with one scale per row, the gathered rows
-    scaled after the lookup. Activations stay float32: unlike ONNX Runtime's dynamic
-    quantisation, nothing is rounded at run time, only the weights once. ``ops`` names
-    the operators whose weights are quantised (``"MatMul"``, ``"Gather"``).
+    Each ``MatMul`` weight ``W (K, M)`` becomes int8 in blocks of ``matmul_block`` rows of
+    a column, each block with its own float16 scale (:func:`blockwise_int8`), turned back
+    into float32 by ``Cast``, ``Mul`` and ``Reshape`` (constants, which ONNX Runtime folds
+    once when it loads the model). Each embedding table (a ``Gather`` of rows) becomes
+    int8 in blocks of ``embedding_block`` entries of a row; only the rows looked up are
+    scaled back. Activations stay float32: unlike ONNX Runtime's dynamic quantisation,
+    nothing is rounded at run time, only the weights, once. Weights under
+    :data:`MIN_QUANTISED` entries stay float32. ``ops`` names the operators whose weights
+    are quantised (``"MatMul"``, ``"Gather"``).
     """
     import onnx
-    from onnx import helper, numpy_helper
+    from onnx import numpy_helper
 
     model = onnx.load(str(src))
     graph = model.graph
@@ -159,36 +176,59 @@ def quantise_weights(src, dst, ops=("MatMul", "Gather")) -> int:
                 or math.prod(tensor.dims) < MIN_QUANTISED or (node.op_type == "Gather" and axis != 0)):
             new_nodes.append(node)
             continue
-        weight = numpy_helper.to_array(tensor)
         graph.initializer.remove(tensor)
-        del init[name]
-        count += 1
+        weight = numpy_helper.to_array(tensor)
         if node.op_type == "MatMul":
-            q, scale = _symmetric_int8(weight, axis=1)
-            graph.initializer.extend([numpy_helper.from_array(q, f"{name}_int8"),
-                                      numpy_helper.from_array(scale, f"{name}_scale"),
-                                      numpy_helper.from_array(np.zeros_like(q[0]), f"{name}_zero")])
-            new_nodes.append(helper.make_node("DequantizeLinear", [f"{name}_int8", f"{name}_scale",
-                                              f"{name}_zero"], [name], axis=1, name=f"{name}_dequantize"))
-            new_nodes.append(node)
+            new_nodes += _dequantised_matmul_weight(graph, name, weight, matmul_block) + [node]
         else:
-            q, scale = _symmetric_int8(weight, axis=0)
-            rows, out = node.input[1], node.output[0]
-            graph.initializer.extend([numpy_helper.from_array(q, f"{name}_int8"),
-                                      numpy_helper.from_array(scale[:, None], f"{name}_scale")])
-            new_nodes += [
-                helper.make_node("Gather", [f"{name}_int8", rows], [f"{out}_int8"], axis=0,
-                                 name=f"{out}_rows"),
-                helper.make_node("Gather", [f"{name}_scale", rows], [f"{out}_scale"], axis=0,
-                                 name=f"{out}_row_scales"),
-                helper.make_node("Cast", [f"{out}_int8"], [f"{out}_float"], to=onnx.TensorProto.FLOAT,
-                                 name=f"{out}_cast"),
-                helper.make_node("Mul", [f"{out}_float", f"{out}_scale"], [out], name=f"{out}_dequantize")]
+            new_nodes += _dequantised_rows(graph, name, weight, node.input[1], node.output[0],
+                                           embedding_block)
+        count += 1
     del graph.node[:]
     graph.node.extend(new_nodes)
     onnx.checker.check_model(model)
     onnx.save(model, str(dst))
     return count
+
+
+def _constants(graph, **arrays) -> None:
+    from onnx import numpy_helper
+
+    graph.initializer.extend(numpy_helper.from_array(np.asarray(a), name) for name, a in arrays.items())
+
+
+def _dequantised_matmul_weight(graph, name: str, weight: np.ndarray, block: int) -> list:
+    """Nodes that compute the float32 ``weight (K, M)`` named ``name`` from int8 blocks."""
+    from onnx import TensorProto, helper
+
+    block = block if weight.shape[0] % block == 0 else weight.shape[0]
+    q, scale = blockwise_int8(weight, axis=0, block=block)
+    _constants(graph, **{f"{name}_int8": q, f"{name}_scale": scale,
+                         f"{name}_shape": np.array(weight.shape, dtype=np.int64)})
+    return [helper.make_node("Cast", [f"{name}_int8"], [f"{name}_q"], to=TensorProto.FLOAT),
+            helper.make_node("Cast", [f"{name}_scale"], [f"{name}_s"], to=TensorProto.FLOAT),
+            helper.make_node("Mul", [f"{name}_q", f"{name}_s"], [f"{name}_blocks"]),
+            helper.make_node("Reshape", [f"{name}_blocks", f"{name}_shape"], [name])]
+
+
+def _dequantised_rows(graph, name: str, weight: np.ndarray, rows: str, out: str, block: int) -> list:
+    """Nodes that look up ``rows`` of the table ``weight (V, D)``, stored as int8 blocks,
+    and scale them back: ``out = weight[rows]`` (shape ``rows.shape + (D,)``)."""
+    from onnx import TensorProto, helper
+
+    block = block if weight.shape[1] % block == 0 else weight.shape[1]
+    q, scale = blockwise_int8(weight, axis=1, block=block)
+    _constants(graph, **{f"{name}_int8": q, f"{name}_scale": scale,
+                         f"{name}_width": np.array([weight.shape[1]], dtype=np.int64)})
+    node = helper.make_node
+    return [node("Gather", [f"{name}_int8", rows], [f"{out}_q8"], axis=0),  # rows.shape + (D/b, b)
+            node("Gather", [f"{name}_scale", rows], [f"{out}_s16"], axis=0),  # rows.shape + (D/b, 1)
+            node("Cast", [f"{out}_q8"], [f"{out}_q"], to=TensorProto.FLOAT),
+            node("Cast", [f"{out}_s16"], [f"{out}_s"], to=TensorProto.FLOAT),
+            node("Mul", [f"{out}_q", f"{out}_s"], [f"{out}_blocks"]),
+            node("Shape", [rows], [f"{out}_rows_shape"]),
+            node("Concat", [f"{out}_rows_shape", f"{name}_width"], [f"{out}_shape"], axis=0),
+            node("Reshape", [f"{out}_blocks", f"{out}_shape"], [out])]
 
 
 def attention_difference(path, model: BertEncoder, tokenizer: MiniLMTokenizer, sentences,
