@@ -162,11 +162,11 @@ def type_sentence(driver, text):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
 
-    runs = driver.execute_script("return window.attentionLab.runs")
+    driver.execute_script("window.attentionLab.problem = undefined")  # the page sets it: null or a kind
     box = driver.find_element(By.ID, "lab-text")
     box.clear()
     box.send_keys(text + Keys.ENTER)
-    wait(driver, f"return window.attentionLab.runs > {runs} || window.attentionLab.problem")
+    wait(driver, "return window.attentionLab.problem !== undefined")
     return driver.execute_script(
         "const s = window.attentionLab; return {ids: s.ids, L: s.L, problem: s.problem, message: s.message,"
         " attentions: Array.from(s.attentions || []), embedding: Array.from(s.embedding || []),"

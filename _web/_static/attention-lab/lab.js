@@ -270,7 +270,7 @@ function choose(ui, root, layer, head) {
 
 function drawAll(ui, root) {
   ui.tokens.replaceChildren(el("span", { class: "lab-label", text: `${state.L} tokens: ` }),
-    ...state.tokens.map((t) => el("code", { class: t === "[UNK]" ? "lab-token lab-unk" : "lab-token", text: t })));
+    ...state.tokens.flatMap((t) => [el("code", { class: t === "[UNK]" ? "lab-token lab-unk" : "lab-token", text: t }), " "]));
   drawHead(ui, root);
   drawGrid(ui);
   const best = state.nearest;
@@ -362,6 +362,7 @@ function makeRunner(ui, root, lab) {
       state.timings.lastSentence = performance.now() - start;
       root.dataset.runs = String(state.runs);
     }).catch((error) => {
+      state.problem = "error";
       say(ui, `The model could not run on this sentence: ${error.message}`, "warning");
       ui.result.hidden = true;
     });
