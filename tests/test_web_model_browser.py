@@ -296,3 +296,19 @@ def test_opened_as_a_file_it_says_how_to_serve_it(site):
         message = driver.execute_script(MESSAGE)
         assert "python -m http.server" in message
         assert not severe(driver)
+
+
+def test_reader_notebook_turns_the_raw_block_into_a_link():
+    import sys
+
+    sys.path.insert(0, str(ROOT / "_ext"))
+    import reader_notebooks as rn
+
+    url = "https://example.org/chapters/13_pretrained_model.html"
+    site = rn.Site(base_url="https://example.org/", docs={"chapters/13": ("13. A real model", url)})
+    source = 'Before.\n\n```{raw} html\n<div id="x"></div>\n<script>f();</script>\n```\n\nAfter.'
+    text = rn.convert_markdown(source, site, "chapters/13", rn.Exercises(13))
+    assert "<script>" not in text and "<div" not in text and "{raw}" not in text
+    assert f"[13. A real model]({url})" in text and text.startswith("Before.") and text.endswith("After.")
+    with pytest.raises(rn.ReaderNotebookError, match="raw"):
+        rn.convert_markdown("```{raw} latex\n\\relax\n```", site, "chapters/13", rn.Exercises(13))
