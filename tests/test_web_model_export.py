@@ -35,9 +35,7 @@ def exported(tmp_path_factory, minilm):
 
 
 def session(path):
-    import onnxruntime
-
-    return onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    return web_model.ort_session(path)  # CPU, one thread
 
 
 def package(model, ids, mask):
@@ -133,7 +131,9 @@ def test_meta_is_consistent(exported, minilm):
 
 
 def test_round_up():
-    assert [web_model.round_up(v) for v in (0.0123, 0.03, 0.0999, 3e-6, 0.0)] == [0.02, 0.03, 0.1, 3e-6, 0.0]
+    values = (0.0223, 0.02201, 0.03, 0.0999, 0.09991, 3e-6, 0.0)
+    assert [web_model.round_up(v) for v in values] == [0.023, 0.023, 0.03, 0.1, 0.1, 3e-6, 0.0]
+    assert web_model.round_up(0.0223, digits=1) == 0.03
 
 
 def test_bad_inputs():

@@ -1,4 +1,4 @@
-"""Chapter 13 on the website: the book's all-MiniLM-L6-v2 as an ONNX file that a page runs
+"""Chapter 13: the book's all-MiniLM-L6-v2 as an ONNX file that the chapter's web page runs
 in the browser (onnxruntime-web), on the reader's own sentence, offline.
 
 :func:`export_minilm` exports the package's own
@@ -26,30 +26,37 @@ three files the page reads (the contract with the page's script)::
 ``max_abs_diff_attention`` is the largest difference between any attention weight of the
 shipped model (under ``onnxruntime`` in Python, one sentence at a time, as the page runs
 it) and the package's float32 model, over the 40 book sentences; ``tolerance`` is that
-figure rounded up to one significant digit, the bound the tests (and the page) hold.
+figure rounded up to two significant digits, the bound the tests (and the page) hold.
 ``sentence_embeddings`` are the float32 package model's (``embed_sentences``), for the
 page's nearest-sentence search. ``source_hash`` (:func:`source_hash`) names everything
 the files depend on, so a build can cache them.
 
 Command line: ``python -m attention_core.book.web_model OUT_DIR`` writes the three files.
-``onnx``, ``onnxscript`` and ``onnxruntime`` are imported inside the functions that use
-them, so ``import attention_core.book`` does not need them.
+This module needs ``onnx``, ``onnxscript`` and ``onnxruntime``; nothing else in the
+package imports it, so ``import attention_core.book`` does not need them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
+import io
 import json
 import math
 import os
 import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
+import onnx
+import onnxruntime
+import onnxscript
 import torch
+from onnx import TensorProto, helper, numpy_helper
 from torch import nn
 
 from ..models import pretrained
@@ -61,7 +68,7 @@ MAX_BYTES = 25_000_000
 """The most a page may download for the model (bytes)."""
 FILES = ("model.onnx", "tokenizer.json", "meta.json")
 """What :func:`export_minilm` writes."""
-MATMUL_BLOCK, EMBEDDING_BLOCK = 32, 64
+MATMUL_BLOCK, EMBEDDING_BLOCK = 16, 64
 """How many consecutive int8 weights share a scale: down a matrix's column, along an embedding."""
 PRECISION = (f"int8 weights (symmetric, a float16 scale per block of {MATMUL_BLOCK} weights, "
              f"{EMBEDDING_BLOCK} in the embedding tables), float32 activations")
@@ -108,9 +115,11 @@ def export_float32(path, model: BertEncoder | None = None) -> Path:
     batch = torch.export.Dim("batch", min=1, max=1024)
     length = torch.export.Dim("length", min=1, max=MAX_TOKENS)
     dims = {name: {0: batch, 1: length} for name in INPUTS}
-    program = torch.onnx.export(WebMiniLM(model).eval(), (ids, mask), dynamo=True, verbose=False,
-                                input_names=list(INPUTS), output_names=list(OUTPUTS),
-                                dynamic_shapes=dims, optimize=True)
+    with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the exporter's progress lines and FutureWarnings
+        program = torch.onnx.export(WebMiniLM(model).eval(), (ids, mask), dynamo=True, verbose=False,
+                                    input_names=list(INPUTS), output_names=list(OUTPUTS),
+                                    dynamic_shapes=dims, optimize=True)
     _free_output_names(program.model.graph)
     program.save(str(path))
     return path
@@ -160,9 +169,6 @@ def quantise_weights(src, dst, ops=("MatMul", "Gather"), matmul_block: int = MAT
     :data:`MIN_QUANTISED` entries stay float32. ``ops`` names the operators whose weights
     are quantised (``"MatMul"``, ``"Gather"``).
     """
-    import onnx
-    from onnx import numpy_helper
-
     model = onnx.load(str(src))
     graph = model.graph
     init = {t.name: t for t in graph.initializer}
@@ -172,7 +178,7 @@ def quantise_weights(src, dst, ops=("MatMul", "Gather"), matmul_block: int = MAT
         name = None if weight_input is None else node.input[weight_input]
         tensor = init.get(name)
         axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
-        if (tensor is None or len(tensor.dims) != 2 or tensor.data_type != onnx.TensorProto.FLOAT
+        if (tensor is None or len(tensor.dims) != 2 or tensor.data_type != TensorProto.FLOAT
                 or math.prod(tensor.dims) < MIN_QUANTISED or (node.op_type == "Gather" and axis != 0)):
             new_nodes.append(node)
             continue
@@ -192,15 +198,11 @@ def quantise_weights(src, dst, ops=("MatMul", "Gather"), matmul_block: int = MAT
 
 
 def _constants(graph, **arrays) -> None:
-    from onnx import numpy_helper
-
     graph.initializer.extend(numpy_helper.from_array(np.asarray(a), name) for name, a in arrays.items())
 
 
 def _dequantised_matmul_weight(graph, name: str, weight: np.ndarray, block: int) -> list:
     """Nodes that compute the float32 ``weight (K, M)`` named ``name`` from int8 blocks."""
-    from onnx import TensorProto, helper
-
     block = block if weight.shape[0] % block == 0 else weight.shape[0]
     q, scale = blockwise_int8(weight, axis=0, block=block)
     _constants(graph, **{f"{name}_int8": q, f"{name}_scale": scale,
@@ -214,8 +216,6 @@ def _dequantised_matmul_weight(graph, name: str, weight: np.ndarray, block: int)
 def _dequantised_rows(graph, name: str, weight: np.ndarray, rows: str, out: str, block: int) -> list:
     """Nodes that look up ``rows`` of the table ``weight (V, D)``, stored as int8 blocks,
     and scale them back: ``out = weight[rows]`` (shape ``rows.shape + (D,)``)."""
-    from onnx import TensorProto, helper
-
     block = block if weight.shape[1] % block == 0 else weight.shape[1]
     q, scale = blockwise_int8(weight, axis=1, block=block)
     _constants(graph, **{f"{name}_int8": q, f"{name}_scale": scale,
@@ -231,15 +231,22 @@ def _dequantised_rows(graph, name: str, weight: np.ndarray, rows: str, out: str,
             node("Reshape", [f"{out}_blocks", f"{out}_shape"], [out])]
 
 
+def ort_session(path) -> onnxruntime.InferenceSession:
+    """An ONNX Runtime CPU session on the model file ``path``, on one thread: a sentence is
+    small, and idle worker threads that spin would slow a busy machine down."""
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = options.inter_op_num_threads = 1
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+
 def attention_difference(path, model: BertEncoder, tokenizer: MiniLMTokenizer, sentences,
                          pad_to: int | None = None) -> tuple[float, float]:
     """``(max |attention difference|, max |embedding difference|)`` between the ONNX model
     ``path`` under ``onnxruntime`` and the package's ``model``, over ``sentences`` run one at
     a time (batch 1, as the page runs them), or, with ``pad_to``, as one batch padded to
     ``pad_to`` tokens (only the real tokens' rows and columns compared)."""
-    import onnxruntime
-
-    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    session = ort_session(path)
     batches = [[s] for s in sentences] if pad_to is None else [list(sentences)]
     worst_a = worst_e = 0.0
     for batch in batches:
@@ -258,22 +265,18 @@ def attention_difference(path, model: BertEncoder, tokenizer: MiniLMTokenizer, s
     return worst_a, worst_e
 
 
-def round_up(value: float) -> float:
-    """``value`` rounded up to one significant digit: 0.0123 -> 0.02, 3e-6 -> 3e-6."""
+def round_up(value: float, digits: int = 2) -> float:
+    """``value`` rounded up to ``digits`` significant digits: 0.0223 -> 0.023, 0.03 -> 0.03."""
     if not value > 0:
         return 0.0
-    unit = 10.0 ** math.floor(math.log10(value))
-    return float(f"{math.ceil(round(value / unit, 9)) * unit:.1g}")
+    unit = 10.0 ** (math.floor(math.log10(value)) - digits + 1)
+    return float(f"{math.ceil(round(value / unit, 9)) * unit:.{digits}g}")
 
 
 def source_hash(model_dir=None) -> str:
     """A hash of everything the exported files depend on: the model's files, the code that
     builds and exports it (this module, ``models/pretrained.py``, ``nn/``) and the versions
     of torch, onnx, onnxscript and onnxruntime."""
-    import onnx
-    import onnxruntime
-    import onnxscript
-
     model_dir = Path(pretrained.default_model_path() if model_dir is None else model_dir)
     package = Path(__file__).resolve().parents[1]
     files = [model_dir / name for name in pretrained.MODEL_FILES]
