@@ -254,22 +254,30 @@ def test_bad_input_gets_a_message(lab, text, kind):
 
 @pytest.mark.parametrize("width", [1280, 390])
 def test_screenshots_light_and_dark(lab, width):
+    """At a desktop width and a phone's (390 CSS px, emulated: a headless window is at least
+    500 px wide), in both themes: nothing wider than the page; screenshots to look at."""
     type_sentence(lab, "The trophy did not fit in the suitcase because it was too big.")
-    lab.set_window_size(width, 900)
     SHOTS.mkdir(parents=True, exist_ok=True)
-    for theme in ("light", "dark"):
-        lab.execute_script(f"document.documentElement.dataset.theme = '{theme}'")
-        wait(lab, "return document.getElementById('attention-lab').clientWidth > 0")
-        overflow = lab.execute_script("return document.documentElement.scrollWidth - window.innerWidth")
-        assert overflow <= 0, f"the page scrolls sideways by {overflow} px at {width} px"
-        lab.execute_script("document.getElementById('attention-lab').scrollIntoView()")
-        height = lab.execute_script("return document.getElementById('attention-lab').offsetHeight")
-        lab.set_window_size(width, min(height + 200, 6000))
-        lab.execute_script("document.getElementById('attention-lab').scrollIntoView()")
-        lab.find_element("id", "attention-lab").screenshot(str(SHOTS / f"ch13_lab_{width}_{theme}.png"))
-        lab.set_window_size(width, 900)
-    lab.execute_script("document.documentElement.dataset.theme = 'light'")
-    lab.set_window_size(1280, 900)
+    root = lab.find_element("id", "attention-lab")
+    try:
+        for theme in ("light", "dark"):
+            lab.execute_script(f"document.documentElement.dataset.theme = '{theme}'")
+            height = lab.execute_script("return document.getElementById('attention-lab').offsetHeight")
+            lab.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {"width": width, "deviceScaleFactor": 1,
+                                "height": min(height + 200, 6000), "mobile": width < 500})
+            wait(lab, f"return window.innerWidth === {width}")
+            wait(lab, "return new Promise(r => requestAnimationFrame(() => r(true)))")
+            overflow = lab.execute_script("return document.documentElement.scrollWidth - window.innerWidth")
+            assert overflow <= 0, f"the page scrolls sideways by {overflow} px at {width} px ({theme})"
+            boxes = lab.execute_script(
+                "return [...document.querySelectorAll('#attention-lab .lab-views figure')]"
+                ".map(f => f.scrollWidth - f.clientWidth)")
+            assert max(boxes) <= 0, f"a view is wider than its box at {width} px: {boxes}"
+            lab.execute_script("document.getElementById('attention-lab').scrollIntoView()")
+            root.screenshot(str(SHOTS / f"ch13_lab_{width}_{theme}.png"))
+    finally:
+        lab.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+        lab.execute_script("document.documentElement.dataset.theme = 'light'")
     assert not severe(lab)
 
 

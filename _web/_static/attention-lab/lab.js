@@ -113,10 +113,17 @@ function themeColors(root) {
   return { text: style.color, accent: style.getPropertyValue("--lab-accent").trim() || "#1f6fb2" };
 }
 
+// The width of one view: side by side in a column of 700 px or more, stacked below that.
+function figureWidth(ui) {
+  const side = ui.views.clientWidth >= 700;
+  ui.views.classList.toggle("lab-side", side);
+  return Math.max(200, side ? Math.floor(ui.views.clientWidth / 2) - 16 : ui.views.clientWidth);
+}
+
 function drawHeatmap(ui, root) {
   const { L, tokens } = state;
   const rows = headMap(state.attentions, L, state.numHeads, state.layer, state.head);
-  const width = Math.max(200, ui.views.clientWidth > 700 ? ui.views.clientWidth / 2 - 16 : ui.views.clientWidth);
+  const width = figureWidth(ui);
   const ctx = ui.heatmap.getContext("2d");
   const font = 11;
   ctx.font = `${font}px sans-serif`;
@@ -152,7 +159,7 @@ function drawLines(ui, root, focus = null) {
   const { L, tokens } = state;
   const rows = headMap(state.attentions, L, state.numHeads, state.layer, state.head);
   const colors = themeColors(root);
-  const width = Math.min(420, Math.max(260, ui.views.clientWidth > 700 ? ui.views.clientWidth / 2 - 16 : ui.views.clientWidth));
+  const width = Math.min(420, figureWidth(ui));
   const rowH = 20, column = Math.floor(width * 0.36), top = 10;
   const height = top * 2 + rowH * L;
   ui.lines.replaceChildren();

@@ -25,7 +25,10 @@ export const CSS = `
 #attention-lab .lab-controls select { font: inherit; color: var(--pst-color-text-base, inherit);
   background: var(--pst-color-background, #fff); border: 1px solid var(--pst-color-border, #aaa); }
 #attention-lab .lab-views { display: flex; flex-wrap: wrap; gap: 1em; align-items: flex-start; }
-#attention-lab .lab-views figure { margin: 0; flex: 1 1 300px; min-width: 0; max-width: 100%; overflow-x: auto; }
+#attention-lab .lab-views figure { margin: 0; padding: 0; flex: 1 1 100%; min-width: 0; max-width: 100%;
+  overflow-x: auto; overflow-y: hidden; }
+#attention-lab .lab-views canvas, #attention-lab .lab-views svg { display: block; }
+#attention-lab .lab-views.lab-side figure { flex: 1 1 calc(50% - 0.5em); }
 #attention-lab figcaption { font-size: 0.85em; margin-top: 0.3em; }
 #attention-lab .lab-lines text { font: 12px sans-serif; cursor: pointer; }
 #attention-lab .lab-lines text.lab-focus { font-weight: 700; text-decoration: underline; }
