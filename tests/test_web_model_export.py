@@ -130,6 +130,22 @@ def test_meta_is_consistent(exported, minilm):
     assert all((out / name).stat().st_mode & 0o777 == 0o644 for name in web_model.FILES)
 
 
+@pytest.mark.parametrize("axis", [0, 1])
+def test_blockwise_int8_gives_each_block_its_own_scale(axis):
+    weight = np.random.default_rng(axis).normal(size=(64, 48)).astype(np.float32)
+    weight[:16, :16] = 0  # 16 all-zero blocks (either axis)
+    q, scale = web_model.blockwise_int8(weight, axis=axis, block=16)
+    assert q.dtype == np.int8 and scale.dtype == np.float16
+    assert (q.shape, scale.shape) == (((4, 16, 48), (4, 1, 48)) if axis == 0 else ((64, 3, 16), (64, 3, 1)))
+    back = (q * scale.astype(np.float32)).reshape(weight.shape)
+    half_step = np.broadcast_to(scale.astype(np.float32) / 2, q.shape).reshape(weight.shape)
+    assert np.all(np.abs(back - weight) <= half_step * (1 + 1e-6))
+    peak = np.abs(q).max(axis=1 if axis == 0 else 2)  # each block's largest |q|
+    assert set(np.unique(peak)) == {0, 127} and np.sum(peak == 0) == 16  # scale 1 in zero blocks
+    with pytest.raises(ValueError, match="block=10"):
+        web_model.blockwise_int8(weight, axis=axis, block=10)
+
+
 def test_round_up():
     values = (0.0223, 0.02201, 0.03, 0.0999, 0.09991, 3e-6, 0.0)
     assert [web_model.round_up(v) for v in values] == [0.023, 0.023, 0.03, 0.1, 0.1, 3e-6, 0.0]
