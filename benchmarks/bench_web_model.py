@@ -74,6 +74,7 @@ def run(site: Path = SITE) -> dict:
             if state["status"] != "ready":
                 raise RuntimeError(f"the page did not load the model: {state['message']}")
             first = state["timings"]["clickToFirstMap"] / 1000
+            phases = {name: ms / 1000 for name, ms in state["timings"]["phases"].items()}
             per_sentence = []
             for sentence in SENTENCES:
                 runs = driver.execute_script("return window.attentionLab.runs")
@@ -86,7 +87,8 @@ def run(site: Path = SITE) -> dict:
             tokens = driver.execute_script("return window.attentionLab.L")
     finally:
         httpd.shutdown()
-    return {"click_to_first_map_s": first, "per_sentence_s": statistics.median(per_sentence),
+    return {"click_to_first_map_s": first, "first_map_phases_s": phases,
+            "per_sentence_s": statistics.median(per_sentence),
             "per_sentence_max_s": max(per_sentence), "longest_sentence_tokens": tokens, **GOALS,
             "model_bytes": meta["bytes"], "model_gzip_bytes": meta["gzip_bytes"],
             "runtime_wasm_bytes": wasm.stat().st_size, "precision": meta["precision"],

@@ -313,14 +313,23 @@ async function fetchJson(name) {
 }
 
 async function load(ui) {
+  const phases = state.timings.phases = {};
+  const mark = (name, since) => { phases[name] = performance.now() - since; return performance.now(); };
+  let t = performance.now();
   const [ort, tokenizerJson, meta] = await Promise.all([import(url("runtime")), fetchJson("tokenizer"), fetchJson("meta")]);
+  t = mark("runtimeTokenizerMeta", t);
   ort.env.wasm.numThreads = 1;  // no SharedArrayBuffer, so no cross-origin-isolation headers
   ort.env.wasm.proxy = false;
   ort.env.wasm.wasmPaths = { wasm: url("wasm") };
   ort.env.logLevel = "error";
   const bytes = await fetchBytes(url("model"), (n) => say(ui, `Downloading the model: ${mb(n)}…`));
+  t = mark("modelDownload", t);
   say(ui, "Starting the runtime…");
-  const session = await ort.InferenceSession.create(bytes, { executionProviders: ["wasm"] });
+  // Constant folding would turn every int8 weight into float32 when the session starts: four
+  // times the memory (a phone's), and most of the start-up time; the other fusions stay.
+  const session = await ort.InferenceSession.create(bytes, { executionProviders: ["wasm"],
+    graphOptimizationLevel: "all", extra: { optimization: { disable_specified_optimizers: "ConstantFolding" } } });
+  t = mark("session", t);
   state.meta = meta;
   state.numLayers = meta.num_layers;
   state.numHeads = meta.num_heads;
