@@ -281,9 +281,14 @@ def test_screenshots_light_and_dark(lab, width):
     assert not severe(lab)
 
 
-def test_without_webassembly_the_precomputed_explorer_stays(server):
+def test_as_a_file_or_without_webassembly_the_page_says_so(site, server):
+    """One browser (each start costs seconds): first the page opened as a file, then served
+    by HTTP to a browser without WebAssembly, where the precomputed explorer stays."""
     need_chromium()
     with chromium(capabilities=LOGS) as driver:
+        driver.get((site / PAGE).as_uri())
+        assert "python -m http.server" in driver.execute_script(MESSAGE)
+        assert not severe(driver)
         # as in a browser with WebAssembly turned off (Safari's Lockdown Mode, some policies):
         # V8's --noexpose_wasm no longer hides it in current Chromium, so remove it by hand
         driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument",
@@ -292,18 +297,8 @@ def test_without_webassembly_the_precomputed_explorer_stays(server):
         wait(driver, "return !!document.getElementById('attention-lab').dataset.state")
         assert driver.execute_script("return typeof WebAssembly") == "undefined"
         assert driver.execute_script(STATE) == "no-wasm"
-        message = driver.execute_script(MESSAGE)
-        assert "WebAssembly" in message
+        assert "WebAssembly" in driver.execute_script(MESSAGE)
         assert driver.execute_script("return document.querySelectorAll('.ac-explorer img').length") > 0
-        assert not severe(driver)
-
-
-def test_opened_as_a_file_it_says_how_to_serve_it(site):
-    need_chromium()
-    with chromium(capabilities=LOGS) as driver:
-        driver.get((site / PAGE).as_uri())
-        message = driver.execute_script(MESSAGE)
-        assert "python -m http.server" in message
         assert not severe(driver)
 
 
