@@ -17,9 +17,17 @@ import torch
 
 from attention_core.book import web_model
 from attention_core.models import pretrained
+from attention_core.models.measure import one_thread
 
 CONTRACT_KEYS = {"precision", "bytes", "gzip_bytes", "max_abs_diff_attention", "tolerance", "num_layers",
                  "num_heads", "max_tokens", "sentences", "sentence_embeddings", "source_hash"}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_thread():
+    """Small forward passes: on one thread a busy machine does not slow them tenfold."""
+    with one_thread():
+        yield
 
 
 @pytest.fixture(scope="module")

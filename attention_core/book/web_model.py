@@ -60,6 +60,7 @@ from onnx import TensorProto, helper, numpy_helper
 from torch import nn
 
 from ..models import pretrained
+from ..models.measure import one_thread
 from ..models.pretrained import BertEncoder, MiniLMTokenizer, sentence_embedding
 
 MAX_TOKENS = 128
@@ -310,8 +311,11 @@ def export_minilm(out_dir, model_dir=None, float32_path=None, log=None) -> dict:
     """
     if not isinstance(out_dir, (str, os.PathLike)):
         raise TypeError(f"out_dir must be a directory path (str or Path), got {out_dir!r}")
-    log = log or (lambda message: None)
-    out_dir = Path(out_dir)
+    with one_thread():  # small forward passes; steady on a busy machine
+        return _export_minilm(Path(out_dir), model_dir, float32_path, log or (lambda message: None))
+
+
+def _export_minilm(out_dir: Path, model_dir, float32_path, log) -> dict:
     out_dir.mkdir(parents=True, exist_ok=True)
     model_dir = Path(pretrained.default_model_path() if model_dir is None else model_dir)
     model, tokenizer = pretrained.load_minilm(model_dir)
