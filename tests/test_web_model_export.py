@@ -172,7 +172,7 @@ def sphinx_build(tmp_path, **config):
     from sphinx.application import Sphinx
 
     src = tmp_path / "src"
-    src.mkdir()
+    src.mkdir(parents=True)
     ext = str(Path(__file__).resolve().parents[1] / "_ext")
     (src / "conf.py").write_text(f"import sys\nsys.path.insert(0, {ext!r})\nextensions = ['web_model']\n")
     (src / "index.rst").write_text("Test\n====\n")
@@ -206,3 +206,25 @@ def test_a_failed_export_fails_the_build(tmp_path):
     blocker.write_text("")
     with pytest.raises(ExtensionError, match="web_model: exporting chapter 13's in-browser model"):
         sphinx_build(tmp_path, web_model_cache=str(blocker / "cache"))
+
+
+def test_a_build_without_the_export_in_its_cache_exports_once(exported, tmp_path, monkeypatch):
+    """On a cache miss the build exports (here: the module's export, copied) into the cache,
+    drops older exports, and a second build reuses it."""
+    out, meta = exported
+    calls = []
+
+    def export(folder, log):
+        calls.append(folder)
+        Path(folder).mkdir(parents=True)
+        for name in web_model.FILES:
+            (Path(folder) / name).write_bytes((out / name).read_bytes())
+        return meta
+
+    monkeypatch.setattr(web_model, "export_minilm", export)
+    cache = tmp_path / "cache"
+    (cache / "0123456789abcdef").mkdir(parents=True)  # an export for other sources
+    for build in ("first", "second"):
+        html = sphinx_build(tmp_path / build, web_model_cache=str(cache))
+        assert (html / "_static" / "minilm" / "meta.json").read_bytes() == (out / "meta.json").read_bytes()
+    assert len(calls) == 1 and [p.name for p in cache.iterdir()] == [web_model.source_hash()]
