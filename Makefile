@@ -6,6 +6,9 @@ STAMP   := $(VENV)/.installed
 MATHJAX_VERSION := 3.2.2
 MINILM_VERSION := 0.1.0
 MATHJAX := _vendor/_static/mathjax/tex-svg.js
+# Chapter 13's in-browser model: onnxruntime-web and the tokenizer, pinned in package.json
+# and package-lock.json; only the files the page loads are copied into the site.
+WEB_LIBS := _vendor/_static/onnxruntime-web/ort-wasm-simd-threaded.wasm
 # The build typesets math into SVG with MathJax under Node (_ext/tex2svg.js, _ext/site_pages.py).
 MATHJAX_NODE := $(VENV)/mathjax-node/node_modules/mathjax-full/package.json
 # `make bench ONLY="flash sdpa"` re-runs some benchmarks and keeps the rest of results.json.
@@ -16,7 +19,7 @@ BOOK_FLAGS := --all -W -n --keep-going
 
 FIGURES := figures/_generated/logo.png
 
-setup: $(STAMP) $(MATHJAX) $(MATHJAX_NODE) $(FIGURES)
+setup: $(STAMP) $(MATHJAX) $(WEB_LIBS) $(MATHJAX_NODE) $(FIGURES)
 
 $(FIGURES): figures/make_logo.py $(STAMP)
 	$(PY) figures/make_logo.py
@@ -36,6 +39,21 @@ $(MATHJAX):
 	mkdir -p $(dir $(MATHJAX))
 	mv _vendor/tmp/package/es5/tex-svg.js $@
 	rm -rf _vendor/tmp
+
+# Single-threaded WebAssembly build of onnxruntime-web (no cross-origin isolation needed) and
+# @huggingface/tokenizers, from npm at the versions of package-lock.json (npm ci checks their
+# integrity). The ES modules are renamed .js: every static server sends that as JavaScript.
+$(WEB_LIBS): package.json package-lock.json
+	rm -rf _vendor/npm-tmp && mkdir -p _vendor/npm-tmp
+	cp package.json package-lock.json _vendor/npm-tmp/
+	cd _vendor/npm-tmp && npm ci --silent --no-audit --no-fund --ignore-scripts
+	mkdir -p _vendor/_static/onnxruntime-web _vendor/_static/tokenizers
+	@# onnxruntime-web's bundle carries its MIT notice; the tokenizer's Apache licence is copied
+	cp _vendor/npm-tmp/node_modules/onnxruntime-web/dist/ort.wasm.bundle.min.mjs _vendor/_static/onnxruntime-web/ort.wasm.bundle.min.js
+	cp _vendor/npm-tmp/node_modules/@huggingface/tokenizers/dist/tokenizers.min.mjs _vendor/_static/tokenizers/tokenizers.min.js
+	cp _vendor/npm-tmp/node_modules/@huggingface/tokenizers/LICENSE _vendor/_static/tokenizers/LICENSE
+	mv _vendor/npm-tmp/node_modules/onnxruntime-web/dist/ort-wasm-simd-threaded.wasm $@
+	rm -rf _vendor/npm-tmp
 
 $(MATHJAX_NODE): $(STAMP)
 	npm install --silent --no-audit --no-fund --prefix $(VENV)/mathjax-node mathjax-full@$(MATHJAX_VERSION)

@@ -13,8 +13,9 @@ page is written again, for plain Jupyter, into ``<site>/notebooks/<page>.ipynb``
   ``<details>`` block, and a gated solution (``solution-start`` ... ``solution-end``,
   with code cells) a heading that JupyterLab opens collapsed; the student edition
   (``make book SOLUTIONS=hide``) leaves solutions out;
-* admonitions become block quotes; code cells are the chapter's own, unchanged, with
-  the page's hidden inputs collapsed.
+* admonitions become block quotes, a ``{raw} html`` block (a page's own script, such as
+  chapter 13's in-browser model) a note linking to the page; code cells are the
+  chapter's own, unchanged, with the page's hidden inputs collapsed.
 
 A role or directive this module does not know fails the build, naming the page, so no
 markup reaches a reader. The launch buttons (Colab, Binder, JupyterHub) and the
@@ -225,6 +226,11 @@ def convert_markdown(text: str, site: Site, docname: str, exercises: Exercises) 
                      or ADMONITIONS.get(directive.name, "Note"))
             quoted = [f"> {row}" if row else ">" for row in f"**{title}.** {body}".split("\n")]
             out += quoted
+        elif directive.name == "raw" and directive.argument == "html":
+            # a page's own script (chapter 13's in-browser model) runs on the website only
+            title, url = site.docs.get(docname, ("this page", site.base_url))
+            out += [f"> **On the website.** Here [{title}]({url}) runs an interactive part in the"
+                    " browser (no kernel needed); open the page to use it."]
         else:
             raise ReaderNotebookError(
                 f"{docname}: the directive {{{directive.name}}} has no plain-Jupyter form")

@@ -15,10 +15,11 @@ import bench_flash
 import bench_modern
 import bench_sdpa
 import bench_triton
+import bench_web_model
 
 BENCHMARKS = {"sdpa": bench_sdpa, "flash": bench_flash, "explorer": bench_explorer,
               "efficient": bench_efficient, "modern": bench_modern, "build": bench_build,
-              "triton": bench_triton}
+              "triton": bench_triton, "web_model": bench_web_model}
 RESULTS = Path(__file__).with_name("results.json")
 
 chosen = sys.argv[1:] or list(BENCHMARKS)
