@@ -14,6 +14,16 @@
   the search box, no longer block the first paint.
 * ``index.html`` is the landing page itself (jupyter-book writes a bare redirect), and
   ``favicon.ico`` exists, since browsers ask for it whatever the page links.
+* A display equation is a box that scrolls sideways when it is wider than the column (a
+  phone): it is a keyboard stop (``tabindex="0"``, ``role="group"``, an ``aria-label``), so a
+  reader without a pointer can scroll it too.
+* Publishing: the site's address (``html.baseurl``) follows from ``repository.url`` when
+  ``_config.yml`` leaves it empty (``https://<owner>.github.io/<repository>/``, GitHub
+  Pages), so a fork edits one line; a launch button never points at a placeholder host.
+  When the build ends, what no page requests leaves the site (``UNUSED``: source maps, the
+  Font Awesome script whose tag is dropped, MathJax when every page is typeset, explorer
+  frames no page names, the theme's translation catalogues) and every file and folder is
+  made readable by others (a web server runs as another user; ``umask`` is not trusted).
 """
 
 from __future__ import annotations
@@ -24,8 +34,10 @@ import json
 import os
 import re
 import shutil
+import stat
 import subprocess
 from pathlib import Path
+from urllib.parse import urlparse
 
 from docutils import nodes
 from sphinx.util import logging
@@ -194,12 +206,20 @@ MATHJAX_TAGS = re.compile(r'\s*<script>window\.MathJax = .*?</script>'
                           r'|\s*<script[^>]*src="[^"]*mathjax/tex-svg\.js[^"]*"[^>]*></script>')
 
 
+def focusable(div: str) -> str:
+    """The opening tag of a display equation's box (it scrolls sideways when the equation is
+    wider than the column), made a keyboard stop with a name (axe: scrollable-region-focusable)."""
+    if "tabindex=" in div:
+        return div
+    return div[:-1] + ' tabindex="0" role="group" aria-label="Display equation">'
+
+
 def typeset(output: str, pagename: str) -> str:
     if 'class="math' not in output or not RENDERER.start():
         return MATHJAX_TAGS.sub("", output) if 'class="math' not in output else output
     RENDERER.ask({"reset": True})
     output = INLINE.sub(lambda m: m[1] + RENDERER.render(m[2], False, pagename) + m[3], output)
-    output = DISPLAY.sub(lambda m: m[1] + BRACKETS.sub(
+    output = DISPLAY.sub(lambda m: focusable(m[1]) + BRACKETS.sub(
         lambda b: RENDERER.render(b[1], True, pagename), m[2]) + m[3], output)
     output = MATHJAX_TAGS.sub("", output)
     glyphs = RENDERER.ask({"glyphs": True})["html"]  # shared by every equation of the page
@@ -312,7 +332,79 @@ def on_build_finished(app, exception):
             shutil.copy(favicon, out / "favicon.ico")
 
 
+# ---------------------------------------------------------------- publishing
+PLACEHOLDER_HOSTS = re.compile(r"(^|\.)(example\.(com|org|net|edu)|localhost|your-hub[\w.-]*)$")
+
+
+def site_url(repository_url: str, baseurl: str) -> str:
+    """The address the site is published at: ``baseurl`` when absolute; else GitHub Pages'
+    address of the repository, followed by ``baseurl`` (``"student/"`` for the student edition)."""
+    if "://" in baseurl:
+        return baseurl.rstrip("/") + "/"
+    parts = urlparse(repository_url)
+    owner_repo = parts.path.strip("/").removesuffix(".git").split("/")
+    if parts.netloc != "github.com" or len(owner_repo) != 2:
+        raise ValueError(f"repository.url: a GitHub repository https://github.com/<owner>/<name> "
+                         f"derives the site's address; got {repository_url!r} (set html.baseurl)")
+    owner, name = owner_repo
+    root = (f"https://{owner.lower()}.github.io/" if name.lower() == f"{owner.lower()}.github.io"
+            else f"https://{owner.lower()}.github.io/{name}/")
+    return root + baseurl.strip("/") + ("/" if baseurl.strip("/") else "")
+
+
+def on_config_inited(app, config):
+    options = config.html_theme_options
+    config.html_baseurl = site_url(options.get("repository_url", ""), config.html_baseurl or "")
+    for key, url in (options.get("launch_buttons") or {}).items():
+        if key.endswith("_url") and url and PLACEHOLDER_HOSTS.search(urlparse(url).hostname or ""):
+            raise ValueError(f"launch_buttons.{key} in _config.yml points at a placeholder ({url}): "
+                             "set your own or leave it empty, and no button is shown")
+
+
+# Never requested by a browser, or no longer by any page: left out of the site.
+UNUSED = ("*.map", "_static/scripts/fontawesome.js", "_static/scripts/fontawesome.js.LICENSE.txt",
+          "_static/sphinx-thebe.js", "_static/sphinx-thebe.css", "_static/locales",
+          "_static/webpack-macros.html", "_static/sbt-webpack-macros.html")
+MATHJAX_FILE = "_static/mathjax/tex-svg.js"
+
+
+def remove_unused(out: Path) -> None:
+    pages = [p.read_text(encoding="utf-8") for p in out.rglob("*.html")
+             if p.relative_to(out).parts[0] != "_static"]
+    for pattern in UNUSED:
+        for path in out.glob(pattern if "/" in pattern else f"**/{pattern}"):
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
+    if (out / MATHJAX_FILE).exists() and not any("mathjax/tex-svg.js" in p for p in pages):
+        shutil.rmtree(out / Path(MATHJAX_FILE).parent)  # every page ships its math typeset
+    frames = out / "_static" / "explorer-frames"
+    if frames.is_dir():  # content-addressed: a frame of an earlier build stays behind
+        named = set()
+        for page in pages:
+            named.update(re.findall(r"explorer-frames/([0-9a-f]{16}\.\w+)", page))
+        for frame in frames.iterdir():
+            if frame.is_file() and frame.name not in named:
+                frame.unlink()
+
+
+def readable_by_all(out: Path) -> None:
+    """Every file readable, every folder readable and traversable, by others."""
+    for folder, _dirs, files in os.walk(out):
+        for name, bits in [(folder, 0o555)] + [(os.path.join(folder, f), 0o444) for f in files]:
+            mode = os.lstat(name).st_mode
+            if not stat.S_ISLNK(mode) and stat.S_IMODE(mode) & bits != bits:
+                os.chmod(name, stat.S_IMODE(mode) | bits)
+
+
+def on_build_finished_publish(app, exception):
+    if exception is not None or app.builder.format != "html":
+        return
+    remove_unused(Path(app.outdir))
+    readable_by_all(Path(app.outdir))
+
+
 def setup(app):
+    app.connect("config-inited", on_config_inited)
+    app.connect("build-finished", on_build_finished_publish, priority=999)  # after every writer
     app.connect("builder-inited", on_builder_inited)
     app.connect("html-page-context", on_page_context, priority=950)
     app.connect("build-finished", on_build_finished, priority=900)
