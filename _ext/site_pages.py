@@ -10,8 +10,8 @@
   (``make setup`` installs it into .venv/mathjax-node) the pages fall back to MathJax
   in the browser, with a warning.
 * Figures get their width and height (no layout shift while they load) and, but for the
-  first, ``loading="lazy"``; the theme's search scripts, used only after a reader opens
-  the search box, no longer block the first paint.
+  first, ``loading="lazy"``; the theme's scripts no longer block the first paint, and the
+  search index and its code are loaded by the search page only.
 * ``index.html`` is the landing page itself (jupyter-book writes a bare redirect), and
   ``favicon.ico`` exists, since browsers ask for it whatever the page links.
 * A display equation is a box that scrolls sideways when it is wider than the column (a
@@ -22,7 +22,8 @@
   Pages), so a fork edits one line; a launch button never points at a placeholder host.
   When the build ends, what no page requests leaves the site (``UNUSED``: source maps, the
   Font Awesome script whose tag is dropped, MathJax when every page is typeset, explorer
-  frames no page names, the theme's translation catalogues) and every file and folder is
+  frames and sources no page names, TrueType copies of WOFF2 fonts, the theme's
+  translation catalogues) and every file and folder is
   made readable by others (a web server runs as another user; ``umask`` is not trusted).
 """
 
@@ -273,6 +274,13 @@ UNUSED_CSS = re.compile(r'\s*<link rel="stylesheet" type="text/css" '
                         r'href="[^"]*_static/sphinx-thebe\.css[^"]*" />')
 
 
+# The search index and its code: the theme's search box (search_as_you_type off) sends the
+# reader to search.html, the one page that reads them; elsewhere they were 50 kB (gzip) and
+# CPU time taken from the first paint for nothing.
+SEARCH_SCRIPTS = re.compile(r'\s*<script[^>]*\ssrc="[^"]*(?:_static/searchtools\.js|_static/language_data\.js'
+                            r'|searchindex\.js)[^"]*"[^>]*></script>')
+
+
 def defer_scripts(output: str) -> str:
     """The theme's and extensions' scripts act on a parsed page: they need not block the
     first paint. documentation_options.js stays in order: an inline script extends it."""
@@ -293,6 +301,7 @@ def postprocess(app, pagename: str, output: str) -> str:
     output = UNUSED_CSS.sub("", output)  # thebe is not used (selfcontained.py drops its script)
     if pagename != "search":  # the search page runs its search as it loads
         output = defer_scripts(output)
+        output = SEARCH_SCRIPTS.sub("", output)
     return output
 
 
@@ -376,6 +385,20 @@ def remove_unused(out: Path) -> None:
             shutil.rmtree(path) if path.is_dir() else path.unlink()
     if (out / MATHJAX_FILE).exists() and not any("mathjax/tex-svg.js" in p for p in pages):
         shutil.rmtree(out / Path(MATHJAX_FILE).parent)  # every page ships its math typeset
+    for font in out.glob("_static/vendor/fontawesome/webfonts/*.ttf"):
+        if font.with_suffix(".woff2").exists():  # every browser that runs the theme reads WOFF2
+            font.unlink()
+    sources = out / "_sources"
+    if sources.is_dir():  # a page's "download source" link names its source; the chapters' name
+        linked = set()    # their reader notebooks (reader_notebooks.py) instead
+        for page in pages:
+            linked.update(re.findall(r'_sources/([^"#?]+)"', page))
+        for source in [p for p in sources.rglob("*") if p.is_file()]:
+            if source.relative_to(sources).as_posix() not in linked:
+                source.unlink()
+        for folder in sorted((p for p in sources.rglob("*") if p.is_dir()), reverse=True):
+            if not any(folder.iterdir()):
+                folder.rmdir()
     frames = out / "_static" / "explorer-frames"
     if frames.is_dir():  # content-addressed: a frame of an earlier build stays behind
         named = set()
