@@ -222,6 +222,7 @@ SCROLLS = "return arguments[0].scrollWidth > arguments[0].clientWidth + 1"
 def test_a_phone_reader_scrolls_equations_with_the_keyboard_and_sees_code_scroll(server):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import WebDriverWait
 
     scrolled = shadowed = False
     with chromium(window="390,844") as driver:
@@ -241,6 +242,7 @@ def test_a_phone_reader_scrolls_equations_with_the_keyboard_and_sees_code_scroll
                                       "arguments[0].focus()", box)
                 assert driver.switch_to.active_element == box
                 box.send_keys(Keys.ARROW_RIGHT, Keys.ARROW_RIGHT, Keys.ARROW_RIGHT)
-                assert driver.execute_script("return arguments[0].scrollLeft", box) > 0
+                WebDriverWait(driver, 5).until(  # the theme scrolls smoothly
+                    lambda d, box=box: d.execute_script("return arguments[0].scrollLeft", box) > 0)
                 scrolled = True
     assert scrolled and shadowed, "no display equation or code scrolls at 390 px: nothing to check"
