@@ -297,13 +297,15 @@ def defer_scripts(output: str) -> str:
 # axe, serious and critical: the theme's search button is named "Search" while it shows
 # "Search Ctrl+K" (label-content-name-mismatch): its content names it; sphinxcontrib-bibtex's
 # citation list has role="list" over children that are doc-biblioentry, not listitem
-# (aria-required-children): a plain container.
+# (aria-required-children): a plain container; myst-nb names a hidden cell's toggle
+# "Toggle hidden content" while it shows "Show code cell source": its content names it.
 SEARCH_BUTTON_LABEL = re.compile(r'(<button class="[^"]*search-button-field[^"]*"[^>]*?) aria-label="Search"')
 CITATION_LIST_ROLE = '<div role="list" class="citation-list">'
 
 
 def accessible(output: str) -> str:
     output = SEARCH_BUTTON_LABEL.sub(r"\1", output)
+    output = output.replace('<summary aria-label="Toggle hidden content">', "<summary>")
     return output.replace(CITATION_LIST_ROLE, '<div class="citation-list">')
 
 
