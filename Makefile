@@ -14,7 +14,7 @@ MATHJAX_NODE := $(VENV)/mathjax-node/node_modules/mathjax-full/package.json
 # `make bench ONLY="flash sdpa"` re-runs some benchmarks and keeps the rest of results.json.
 BOOK_FLAGS := --all -W -n --keep-going
 
-.PHONY: book test bench clean setup
+.PHONY: book test bench clean setup format
 # `make book SOLUTIONS=hide` builds the student edition (no solutions) into _build/student.
 
 FIGURES := figures/_generated/logo.png
@@ -83,6 +83,11 @@ endif
 
 test: book
 	$(PY) -m pytest
+
+# The chapters' code cells formatted to the width of a page's code column (chapters/ruff.toml,
+# checked by tests/test_lint.py); strings and comments ruff cannot shorten are split by hand.
+format: $(STAMP)
+	$(VENV)/bin/ruff format chapters/*.ipynb
 
 bench: setup
 	cd benchmarks && ../$(PY) run_all.py $(ONLY)

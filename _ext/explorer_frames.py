@@ -27,6 +27,7 @@ from docutils import nodes
 
 FRAMES_DIR = "_static/explorer-frames"
 DATA_URI = re.compile(r"data:image/(png|webp);base64,([A-Za-z0-9+/]+=*)")
+FILE_MODE = 0o644  # every file of the site is readable by the web server's user
 MARKS = ('class="ac-explorer"', 'class="ac-figure"')  # explorers; static figures (book.viz.figures)
 
 
@@ -41,6 +42,8 @@ def frame_file(data: bytes, ext: str, outdir: str) -> str:
         fd, tmp = tempfile.mkstemp(dir=folder, suffix=".part")
         with os.fdopen(fd, "wb") as f:
             f.write(data)
+        # mkstemp creates 0600: a web server running as another user could not read it
+        os.chmod(tmp, FILE_MODE)
         os.replace(tmp, path)  # atomic: parallel writers of one frame agree
     return f"{FRAMES_DIR}/{name}"
 

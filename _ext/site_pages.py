@@ -10,10 +10,21 @@
   (``make setup`` installs it into .venv/mathjax-node) the pages fall back to MathJax
   in the browser, with a warning.
 * Figures get their width and height (no layout shift while they load) and, but for the
-  first, ``loading="lazy"``; the theme's search scripts, used only after a reader opens
-  the search box, no longer block the first paint.
+  first, ``loading="lazy"``; the theme's scripts no longer block the first paint, and the
+  search index and its code are loaded by the search page only.
 * ``index.html`` is the landing page itself (jupyter-book writes a bare redirect), and
   ``favicon.ico`` exists, since browsers ask for it whatever the page links.
+* A display equation is a box that scrolls sideways when it is wider than the column (a
+  phone): it is a keyboard stop (``tabindex="0"``, ``role="group"``, an ``aria-label``), so a
+  reader without a pointer can scroll it too.
+* Publishing: the site's address (``html.baseurl``) follows from ``repository.url`` when
+  ``_config.yml`` leaves it empty (``https://<owner>.github.io/<repository>/``, GitHub
+  Pages), so a fork edits one line; a launch button never points at a placeholder host.
+  When the build ends, what no page requests leaves the site (``UNUSED``: source maps, the
+  Font Awesome script whose tag is dropped, MathJax when every page is typeset, explorer
+  frames and sources no page names, TrueType copies of WOFF2 fonts, the theme's
+  translation catalogues) and every file and folder is
+  made readable by others (a web server runs as another user; ``umask`` is not trusted).
 """
 
 from __future__ import annotations
@@ -24,8 +35,10 @@ import json
 import os
 import re
 import shutil
+import stat
 import subprocess
 from pathlib import Path
+from urllib.parse import urlparse
 
 from docutils import nodes
 from sphinx.util import logging
@@ -194,12 +207,20 @@ MATHJAX_TAGS = re.compile(r'\s*<script>window\.MathJax = .*?</script>'
                           r'|\s*<script[^>]*src="[^"]*mathjax/tex-svg\.js[^"]*"[^>]*></script>')
 
 
+def focusable(div: str) -> str:
+    """The opening tag of a display equation's box (it scrolls sideways when the equation is
+    wider than the column), made a keyboard stop with a name (axe: scrollable-region-focusable)."""
+    if "tabindex=" in div:
+        return div
+    return div[:-1] + ' tabindex="0" role="group" aria-label="Display equation">'
+
+
 def typeset(output: str, pagename: str) -> str:
     if 'class="math' not in output or not RENDERER.start():
         return MATHJAX_TAGS.sub("", output) if 'class="math' not in output else output
     RENDERER.ask({"reset": True})
     output = INLINE.sub(lambda m: m[1] + RENDERER.render(m[2], False, pagename) + m[3], output)
-    output = DISPLAY.sub(lambda m: m[1] + BRACKETS.sub(
+    output = DISPLAY.sub(lambda m: focusable(m[1]) + BRACKETS.sub(
         lambda b: RENDERER.render(b[1], True, pagename), m[2]) + m[3], output)
     output = MATHJAX_TAGS.sub("", output)
     glyphs = RENDERER.ask({"glyphs": True})["html"]  # shared by every equation of the page
@@ -253,6 +274,13 @@ UNUSED_CSS = re.compile(r'\s*<link rel="stylesheet" type="text/css" '
                         r'href="[^"]*_static/sphinx-thebe\.css[^"]*" />')
 
 
+# The search index and its code: the theme's search box (search_as_you_type off) sends the
+# reader to search.html, the one page that reads them; elsewhere they were 50 kB (gzip) and
+# CPU time taken from the first paint for nothing.
+SEARCH_SCRIPTS = re.compile(r'\s*<script[^>]*\ssrc="[^"]*(?:_static/searchtools\.js|_static/language_data\.js'
+                            r'|searchindex\.js)[^"]*"[^>]*></script>')
+
+
 def defer_scripts(output: str) -> str:
     """The theme's and extensions' scripts act on a parsed page: they need not block the
     first paint. documentation_options.js stays in order: an inline script extends it."""
@@ -266,13 +294,30 @@ def defer_scripts(output: str) -> str:
     return SYNC_SCRIPT.sub(defer, head) + sep + body
 
 
+# axe, serious and critical: the theme's search button is named "Search" while it shows
+# "Search Ctrl+K" (label-content-name-mismatch): its content names it; sphinxcontrib-bibtex's
+# citation list has role="list" over children that are doc-biblioentry, not listitem
+# (aria-required-children): a plain container; myst-nb names a hidden cell's toggle
+# "Toggle hidden content" while it shows "Show code cell source": its content names it.
+SEARCH_BUTTON_LABEL = re.compile(r'(<button class="[^"]*search-button-field[^"]*"[^>]*?) aria-label="Search"')
+CITATION_LIST_ROLE = '<div role="list" class="citation-list">'
+
+
+def accessible(output: str) -> str:
+    output = SEARCH_BUTTON_LABEL.sub(r"\1", output)
+    output = output.replace('<summary aria-label="Toggle hidden content">', "<summary>")
+    return output.replace(CITATION_LIST_ROLE, '<div class="citation-list">')
+
+
 def postprocess(app, pagename: str, output: str) -> str:
     output = typeset(output, pagename)
+    output = accessible(output)
     output = size_images(app, output)
     output = FONTAWESOME_JS.sub("", output)
     output = UNUSED_CSS.sub("", output)  # thebe is not used (selfcontained.py drops its script)
     if pagename != "search":  # the search page runs its search as it loads
         output = defer_scripts(output)
+        output = SEARCH_SCRIPTS.sub("", output)
     return output
 
 
@@ -312,7 +357,93 @@ def on_build_finished(app, exception):
             shutil.copy(favicon, out / "favicon.ico")
 
 
+# ---------------------------------------------------------------- publishing
+PLACEHOLDER_HOSTS = re.compile(r"(^|\.)(example\.(com|org|net|edu)|localhost|your-hub[\w.-]*)$")
+
+
+def site_url(repository_url: str, baseurl: str) -> str:
+    """The address the site is published at: ``baseurl`` when absolute; else GitHub Pages'
+    address of the repository, followed by ``baseurl`` (``"student/"`` for the student edition)."""
+    if "://" in baseurl:
+        return baseurl.rstrip("/") + "/"
+    parts = urlparse(repository_url)
+    owner_repo = parts.path.strip("/").removesuffix(".git").split("/")
+    if parts.netloc != "github.com" or len(owner_repo) != 2:
+        raise ValueError(f"repository.url: a GitHub repository https://github.com/<owner>/<name> "
+                         f"derives the site's address; got {repository_url!r} (set html.baseurl)")
+    owner, name = owner_repo
+    root = (f"https://{owner.lower()}.github.io/" if name.lower() == f"{owner.lower()}.github.io"
+            else f"https://{owner.lower()}.github.io/{name}/")
+    return root + baseurl.strip("/") + ("/" if baseurl.strip("/") else "")
+
+
+def on_config_inited(app, config):
+    options = config.html_theme_options
+    config.html_baseurl = site_url(options.get("repository_url", ""), config.html_baseurl or "")
+    for key, url in (options.get("launch_buttons") or {}).items():
+        if key.endswith("_url") and url and PLACEHOLDER_HOSTS.search(urlparse(url).hostname or ""):
+            raise ValueError(f"launch_buttons.{key} in _config.yml points at a placeholder ({url}): "
+                             "set your own or leave it empty, and no button is shown")
+
+
+# Never requested by a browser, or no longer by any page: left out of the site.
+UNUSED = ("*.map", "_static/scripts/fontawesome.js", "_static/scripts/fontawesome.js.LICENSE.txt",
+          "_static/sphinx-thebe.js", "_static/sphinx-thebe.css", "_static/locales",
+          "_static/webpack-macros.html", "_static/sbt-webpack-macros.html")
+MATHJAX_FILE = "_static/mathjax/tex-svg.js"
+
+
+def remove_unused(out: Path) -> None:
+    pages = [p.read_text(encoding="utf-8") for p in out.rglob("*.html")
+             if p.relative_to(out).parts[0] != "_static"]
+    for pattern in UNUSED:
+        for path in out.glob(pattern if "/" in pattern else f"**/{pattern}"):
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
+    if (out / MATHJAX_FILE).exists() and not any("mathjax/tex-svg.js" in p for p in pages):
+        shutil.rmtree(out / Path(MATHJAX_FILE).parent)  # every page ships its math typeset
+    for font in out.glob("_static/vendor/fontawesome/webfonts/*.ttf"):
+        if font.with_suffix(".woff2").exists():  # every browser that runs the theme reads WOFF2
+            font.unlink()
+    sources = out / "_sources"
+    if sources.is_dir():  # a page's "download source" link names its source; the chapters' name
+        linked = set()    # their reader notebooks (reader_notebooks.py) instead
+        for page in pages:
+            linked.update(re.findall(r'_sources/([^"#?]+)"', page))
+        for source in [p for p in sources.rglob("*") if p.is_file()]:
+            if source.relative_to(sources).as_posix() not in linked:
+                source.unlink()
+        for folder in sorted((p for p in sources.rglob("*") if p.is_dir()), reverse=True):
+            if not any(folder.iterdir()):
+                folder.rmdir()
+    frames = out / "_static" / "explorer-frames"
+    if frames.is_dir():  # content-addressed: a frame of an earlier build stays behind
+        named = set()
+        for page in pages:
+            named.update(re.findall(r"explorer-frames/([0-9a-f]{16}\.\w+)", page))
+        for frame in frames.iterdir():
+            if frame.is_file() and frame.name not in named:
+                frame.unlink()
+
+
+def readable_by_all(out: Path) -> None:
+    """Every file readable, every folder readable and traversable, by others."""
+    for folder, _dirs, files in os.walk(out):
+        for name, bits in [(folder, 0o555)] + [(os.path.join(folder, f), 0o444) for f in files]:
+            mode = os.lstat(name).st_mode
+            if not stat.S_ISLNK(mode) and stat.S_IMODE(mode) & bits != bits:
+                os.chmod(name, stat.S_IMODE(mode) | bits)
+
+
+def on_build_finished_publish(app, exception):
+    if exception is not None or app.builder.format != "html":
+        return
+    remove_unused(Path(app.outdir))
+    readable_by_all(Path(app.outdir))
+
+
 def setup(app):
+    app.connect("config-inited", on_config_inited)
+    app.connect("build-finished", on_build_finished_publish, priority=999)  # after every writer
     app.connect("builder-inited", on_builder_inited)
     app.connect("html-page-context", on_page_context, priority=950)
     app.connect("build-finished", on_build_finished, priority=900)
