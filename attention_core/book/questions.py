@@ -711,7 +711,8 @@ def ch13():
                 mistakes=((no_residual[1, 0].item(), "That multiplies the raw weights; rollout adds the "
                            "residual as 0.5 I first."),)),
         _mc("all-MiniLM-L6-v2 has 6 layers of 12 heads. How many heads does the chapter classify?",
-            (f"{layers * heads}", True, f"{layers} × {heads} = {layers * heads}."),
+            (f"{layers * heads}", True, f"Each of the {layers} layers has its own {heads} heads: {layers} × "
+                                        f"{heads} = {layers * heads}."),
             (f"{heads}", False, "That is one layer's heads."),
             (f"{layers + heads}", False, "Every layer has its own 12 heads: multiply.")),
         _mc("The most attended token in many heads is [CLS]. Replacing it barely changes the output. What "

@@ -230,8 +230,12 @@ FEEDBACK_CLASS = {True: "ac-quiz-right", False: "ac-quiz-wrong"}
 
 
 def feedback_html(verdict: Verdict) -> str:
+    """The verdict for the kernel's view: its first words in bold, coloured, announced."""
     colour = "#1a7f37" if verdict.correct else "#b42318"
-    head, _, rest = verdict.message.partition(" ")
+    head, rest = "", verdict.message
+    for verdict_word in ("Correct.", "Not quite."):
+        if rest.startswith(verdict_word):
+            head, rest = verdict_word, rest[len(verdict_word):].lstrip()
     return (f'<div role="status" aria-live="polite" style="color:{colour}">'
             f'<b>{html.escape(head)}</b> {inline_html(rest)}</div>')
 
