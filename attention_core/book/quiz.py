@@ -12,8 +12,9 @@ explorer chooses (:mod:`~attention_core.book.explorers.engine`):
 * when the website is built (:func:`~attention_core.models.site_build.building_website`):
   one ``text/html`` output, real form controls (a ``fieldset`` and ``legend`` per
   question, radio buttons or a text input, a submit button) and an ``aria-live`` line for
-  the verdict, checked by a small script (``quiz.js``, shipped with the package) with no
-  kernel and no network; its styles follow the theme, dark mode included;
+  the verdict, checked by the book's ``_static/quiz/quiz.js`` with no kernel and no
+  network and styled by ``_static/quiz/quiz.css`` (the theme's colours, dark mode
+  included): a change to either needs no chapter to run again;
 * in a kernel (Jupyter, Colab, Binder; ipywidgets 7.7+ and 8): the same questions as
   widgets, checked in Python by :meth:`MultipleChoice.check` and :meth:`Numeric.check`,
   the very rules ``quiz.js`` applies.
@@ -25,9 +26,7 @@ import html
 import json
 import math
 import re
-import uuid
 from dataclasses import dataclass, field
-from importlib.resources import files
 
 from IPython.display import display
 
@@ -164,40 +163,6 @@ Question = MultipleChoice | Numeric
 
 # --- the website's view ------------------------------------------------------------------
 
-STYLE = """<style>
-.ac-quiz{--acq-border:var(--pst-color-border,#c9ced6);--acq-right:#1a7f37;--acq-wrong:#b42318;
---acq-bg:var(--pst-color-surface,#f6f8fa);margin:1em 0}
-html[data-theme=dark] .ac-quiz{--acq-border:#4b535d;--acq-right:#6fdd8b;--acq-wrong:#ff9b8f;--acq-bg:#1e2329}
-.ac-quiz .ac-quiz-question{border:1px solid var(--acq-border);border-radius:6px;padding:.6em 1em;
-margin:0 0 1em;background:var(--acq-bg)}
-.ac-quiz fieldset{border:0;margin:0;padding:0;min-width:0}
-.ac-quiz legend{font-weight:600;padding:0;margin-bottom:.4em;white-space:normal}
-.ac-quiz .ac-quiz-choice{display:flex;align-items:flex-start;gap:.6em;padding:.35em 0;min-height:44px;
-cursor:pointer;font-weight:normal;margin:0}
-.ac-quiz .ac-quiz-choice input{margin-top:.3em;flex:none;width:1.1em;height:1.1em}
-.ac-quiz .ac-quiz-number input{font:inherit;width:12em;max-width:100%;min-height:44px;padding:0 .5em;
-margin-left:.5em;color:inherit;background:transparent;border:1px solid var(--acq-border);border-radius:4px}
-.ac-quiz button{font:inherit;min-height:44px;padding:0 1.2em;margin:.4em 0;border-radius:4px;cursor:pointer;
-border:1px solid var(--acq-border);color:inherit;background:transparent}
-.ac-quiz button:focus-visible,.ac-quiz input:focus-visible{outline:3px solid #4c8bf5;outline-offset:2px}
-.ac-quiz .ac-quiz-feedback{margin:.3em 0 0}
-.ac-quiz .ac-quiz-feedback:empty{display:none}
-.ac-quiz .ac-quiz-right{color:var(--acq-right)}
-.ac-quiz .ac-quiz-wrong{color:var(--acq-wrong)}
-.ac-quiz .ac-quiz-feedback b{font-weight:700}
-</style>"""
-"""The quiz's own styles, scoped by its class; colours follow the theme's light and
-dark modes, and every control is a 44 px touch target.
-
-:meta hide-value:
-"""
-
-
-def quiz_js() -> str:
-    """The checker: a JavaScript function expression taking the quiz's root element."""
-    return files(__package__).joinpath("quiz.js").read_text(encoding="utf-8")
-
-
 def _question_html(dom_id: str, n: int, total: int, question: Question) -> str:
     legend = (f'<legend><span class="ac-quiz-count">Question {n + 1} of {total}.</span> '
               f'{inline_html(question.prompt)}</legend>')
@@ -215,13 +180,14 @@ def _question_html(dom_id: str, n: int, total: int, question: Question) -> str:
 
 
 def static_html(chapter: str, questions) -> str:
-    """The website's view of ``questions``: forms, their data, and the checker."""
-    dom_id = f"ac-quiz-{uuid.uuid4().hex[:8]}"
+    """The website's view of ``questions``: the forms and their data. The book's
+    ``_static/quiz/quiz.js`` checks the answers and ``_static/quiz/quiz.css`` styles them,
+    on every page that has questions."""
+    dom_id = f"ac-quiz-{chapter}"
     forms = "".join(_question_html(dom_id, n, len(questions), q) for n, q in enumerate(questions))
     payload = json.dumps([q.data() for q in questions]).replace("</", "<\\/")
-    return (f'<div class="ac-quiz" id="{dom_id}" data-chapter="{html.escape(chapter)}">{STYLE}{forms}'
-            f'<script type="application/json" class="ac-quiz-data">{payload}</script>'
-            f'<script>{quiz_js()}(document.getElementById({json.dumps(dom_id)}));</script></div>')
+    return (f'<div class="ac-quiz" id="{dom_id}" data-chapter="{html.escape(chapter)}">{forms}'
+            f'<script type="application/json" class="ac-quiz-data">{payload}</script></div>')
 
 
 # --- the kernel's view -------------------------------------------------------------------
