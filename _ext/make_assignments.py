@@ -91,7 +91,8 @@ def split_solution(code: str, where: str) -> dict:
     if len(checks) != 1 or not isinstance(checks[0].args[0], ast.Name):
         raise AssignmentError(f"{where}: expected one call check_*(my_function), found {len(checks)}")
     checker, name = checks[0].func.id, checks[0].args[0].id
-    imports = [ast.get_source_segment(code, n) for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+    imports = [ast.get_source_segment(code, n) for n in tree.body
+               if isinstance(n, (ast.Import, ast.ImportFrom))]
     functions = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
     if [f.name for f in functions] != [name]:
         raise AssignmentError(f"{where}: expected one function {name}, found {[f.name for f in functions]}")
@@ -132,7 +133,7 @@ def verdict(exercise: dict) -> str:
     from attention_core.book import exercises as checkers
 
     scope: dict = {}
-    exec(SETUP + "\n" + "\n".join(exercise["imports"]) + "\n" + exercise["reference"], scope)  # noqa: S102
+    exec(SETUP + "\n" + "\n".join(exercise["imports"]) + "\n" + exercise["reference"], scope)
     result = getattr(checkers, exercise["checker"])(scope[exercise["name"]])
     if not result:
         raise AssignmentError(f"the reference solution of {exercise['label']} fails its checker:\n{result}")
@@ -216,7 +217,8 @@ def build(chapter: Path, out: Path, run_tests: bool) -> Path | None:
     command = [sys.executable, "-m", "otter", "assign", str(master), str(dist)]
     if not run_tests:
         command.append("--no-run-tests")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONPATH": path}  # otter assign imports this copy of the package
     result = subprocess.run(command, cwd=masters, capture_output=True, text=True, env=env)
     if result.returncode != 0:
         raise AssignmentError(f"otter assign failed for {name}:\n{result.stdout}\n{result.stderr}")
@@ -234,7 +236,7 @@ def main(argv=None) -> int:
         paths = [p for p in paths if f"ch{p.stem[:2]}" in args.chapters]
     for path in paths:
         dist = build(path, args.out, run_tests=not args.no_run_tests)
-        print(f"{path.stem}: {dist.relative_to(args.out.parent) if dist else 'no checked exercise'}", flush=True)
+        print(f"{path.stem}: {dist or 'no checked exercise'}", flush=True)
     return 0
 
 

@@ -160,7 +160,9 @@ def test_website_view_is_real_form_controls(monkeypatch):
         else:
             assert form.select_one("label input[type=text]") is not None
             assert d["answer"] == q.answer and d["tolerance"] == q.tolerance
-    assert "html[data-theme=dark] .ac-quiz" in bundle["text/html"]
+    assert "<script>" not in bundle["text/html"] and "<style" not in bundle["text/html"]
+    css = (ROOT / "_static" / "quiz" / "quiz.css").read_text()
+    assert "html[data-theme=dark] .ac-quiz" in css and "min-height: 44px" in css
 
 
 # --- the built website in Chromium -----------------------------------------------------
