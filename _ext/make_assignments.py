@@ -115,14 +115,14 @@ def chapter_exercises(path: Path) -> list[dict]:
     for cell in nb.cells:
         source = cell.source
         if cell.cell_type == "markdown" and FENCE.match(source.strip().split("\n")[0]):
-            label, title, text = exercise_text(source, path.name)
-            statements[label] = (title, text)
+            label = re.search(r"^:label:\s*(\S+)", source, flags=re.MULTILINE)
+            statements[label.group(1) if label else None] = source  # converted if it has a checker
         elif cell.cell_type == "markdown" and "{solution-start}" in source:
             gate = re.search(r"\{solution-start\}\s*(\S+)", source).group(1)
         elif cell.cell_type == "markdown" and "{solution-end}" in source:
             gate = None
         elif cell.cell_type == "code" and gate and "check_" in source:
-            title, text = statements[gate]
+            _, title, text = exercise_text(statements[gate], path.name)
             found.append({"label": gate, "title": title, "text": text,
                           **split_solution(source, f"{path.name} ({gate})")})
     return found
@@ -142,8 +142,8 @@ def verdict(exercise: dict) -> str:
 
 def chapter_title(path: Path) -> str:
     nb = nbformat.read(path, 4)
-    heading = next(c.source for c in nb.cells if c.cell_type == "markdown" and c.source.startswith("# "))
-    return heading.split("\n")[0][2:].strip()
+    return next(line[2:].strip() for c in nb.cells if c.cell_type == "markdown"
+                for line in c.source.split("\n") if line.startswith("# "))
 
 
 def raw(text: str):
