@@ -123,8 +123,7 @@ def ch02():
     d_model, d_k = mha.embed_dim, mha.head_dim
     q = _tensor([[2.0, 2.0, 2.0, 2.0]])
     k = _tensor([[1.0, 1.0, 1.0, 1.0]])
-    values = torch.eye(2, 4, dtype=torch.float64)
-    _, w = functional.scaled_dot_product_attention(q, torch.cat([k, -k]), values)
+    big = 1024
     raw = (q @ k.T).item()
     scaled = raw / math.sqrt(q.shape[-1])
     return [
@@ -157,11 +156,10 @@ def ch02():
                 hint="d_k is the number of entries of q.",
                 mistakes=((raw, "That is the raw dot product; divide by √d_k = 2."),
                           (raw / 4, "That divides by d_k = 4; the scale is 1/√d_k."))),
-        _mc(f"With the keys k and −k (same q as above), the softmax puts {_g(w[0, 0].item())} of the weight "
-            f"on k. Without the 1/√d_k scale, at d_k = 1024 and random unit-variance entries, what happens "
-            f"to most rows?",
+        _mc(f"Without the 1/√d_k scale, at d_k = {big} with random unit-variance entries, the scores have a "
+            f"standard deviation of √{big} = {math.sqrt(big):g}. What happens to most rows of the softmax?",
             ("They saturate: nearly all weight on one key, and almost no gradient flows back", True,
-             "Unscaled scores have a standard deviation of √1024 = 32, so the largest score usually wins "
+             "With scores spread that widely the largest one usually wins "
              "outright; a saturated softmax has a Jacobian close to zero."),
             ("They become uniform", False,
              "Uniform rows come from scores that are all alike (too small), the opposite of what large "
