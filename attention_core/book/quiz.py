@@ -192,9 +192,6 @@ def static_html(chapter: str, questions) -> str:
 
 # --- the kernel's view -------------------------------------------------------------------
 
-FEEDBACK_CLASS = {True: "ac-quiz-right", False: "ac-quiz-wrong"}
-
-
 def feedback_html(verdict: Verdict) -> str:
     """The verdict for the kernel's view: its first words in bold, coloured, announced."""
     colour = "#1a7f37" if verdict.correct else "#b42318"
