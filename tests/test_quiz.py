@@ -8,6 +8,7 @@ wrong on the built page and reads the feedback (light and dark, 1280 and 390 px)
 
 import json
 import math
+import re
 
 import nbformat
 import pytest
@@ -245,7 +246,7 @@ def test_chromium_answers_right_and_wrong(quiz_page, width):
             assert colours[0] != colours[1], "right and wrong feedback must look different"
             legend = driver.execute_script(
                 "return getComputedStyle(arguments[0].querySelector('legend')).color", forms[mc])
-            brightness = sum(map(int, legend[legend.index("(") + 1:].split(",")[:3])) / 3
+            brightness = sum(float(v) for v in re.findall(r"[\d.]+", legend)[:3]) / 3
             assert (brightness > 160) == (theme == "dark"), f"{theme}: the question's text is {legend}"
             driver.save_screenshot(str(shots / f"quiz_{width}_{theme}.png"))
         errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
