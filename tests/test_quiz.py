@@ -1,4 +1,4 @@
-"""The "Check yourself" questions (attention_core.book.quiz, .questions): every chapter
+"""The "Check yourself" questions (attention_core.book.quiz, .questions, .selfcheck): every chapter
 shows 4 to 6 before its exercises; a multiple-choice question has exactly one right
 choice and an explanation for every choice; a numeric one has a computed answer, a
 tolerance and explained mistakes; their numbers follow the package. In a kernel the
@@ -18,7 +18,8 @@ from IPython.display import display
 from IPython.utils.capture import capture_output
 
 from attention_core.book import questions as question_module
-from attention_core.book.quiz import MultipleChoice, Numeric, parse_number, quiz
+from attention_core.book.quiz import quiz
+from attention_core.book.selfcheck import MultipleChoice, Numeric, parse_number
 from attention_core.models.site_build import WEBSITE_BUILD_ENV
 from conftest import CHAPTERS, ROOT
 
@@ -70,7 +71,7 @@ def test_multiple_choice_answers_are_spread_over_positions():
 
 
 def test_bad_questions_are_refused():
-    from attention_core.book.quiz import Choice
+    from attention_core.book.selfcheck import Choice
 
     with pytest.raises(ValueError, match="exactly one right choice"):
         MultipleChoice("?", (Choice("a", True, "because"), Choice("b", True, "because")))

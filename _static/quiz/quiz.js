@@ -1,4 +1,4 @@
-// The website's "Check yourself" questions (attention_core.book.quiz): the same rules as
+// The website's "Check yourself" questions (attention_core.book.selfcheck): the same rules as
 // MultipleChoice.check, Numeric.check and parse_number there, with no kernel and no library.
 // Jupyter Book loads this file on every page; it sets up each div.ac-quiz the page has.
 //

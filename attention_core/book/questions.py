@@ -26,7 +26,7 @@ from ..nn.heads import repeat_kv, split_heads
 from ..nn.kv_cache import kv_cache_bytes
 from ..nn.kv_memory import KVLayout, kv_memory_bytes
 from ..nn.metrics import attention_entropy
-from .quiz import Choice, MultipleChoice, Numeric
+from .selfcheck import Choice, MultipleChoice, Numeric
 
 MiB = 2**20
 
