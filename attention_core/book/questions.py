@@ -18,7 +18,7 @@ import zlib
 
 import torch
 
-from ..models import interpret
+from ..models import interpret, scaling
 from ..nn import functional, masks, multihead, positional, sparse
 from ..nn.block import TransformerBlock
 from ..nn.flash import flash_attention, online_softmax
@@ -71,10 +71,11 @@ def ch01():
                 f"(d_k = 2). With scaled dot-product attention, what weight does the query give the "
                 f"first key? Two decimals are enough.",
                 answer=w[0, 0].item(), tolerance=0.006,
-                why=f"The scores are (2, 1, 2), scaled by 1/√2, and the softmax gives "
+                why=f"The scores are {_vec((q @ k.T)[0])}, scaled by 1/√2, and the softmax gives "
                     f"{_vec(w[0])}: keys 1 and 3 tie.",
                 hint="Score each key with a dot product, divide by √d_k, then take the softmax of the row.",
-                mistakes=((unscaled[0, 0].item(), "That is the softmax of the raw scores (2, 1, 2): "
+                mistakes=((unscaled[0, 0].item(), f"That is the softmax of the raw scores "
+                                                  f"{_vec((q @ k.T)[0])}: "
                            "divide them by √d_k = √2 first."),)),
         Numeric("In the same example, what is the first entry of the output z, the blend of the values "
                 f"{_vec(v[0])}, {_vec(v[1])}, {_vec(v[2])}?",
@@ -123,7 +124,8 @@ def ch02():
     d_model, d_k = mha.embed_dim, mha.head_dim
     q = _tensor([[2.0, 2.0, 2.0, 2.0]])
     k = _tensor([[1.0, 1.0, 1.0, 1.0]])
-    big = 1024
+    big, head = 1024, 64
+    measured = scaling.score_variance(head)
     raw = (q @ k.T).item()
     scaled = raw / math.sqrt(q.shape[-1])
     return [
@@ -141,13 +143,14 @@ def ch02():
              f"the softmax becomes nearly uniform."),
             (f"√{mha.num_heads}, the square root of the number of heads", False,
              "The number of heads does not enter a head's scores; only its width does.")),
-        Numeric("The entries of q and k are independent, with mean 0 and variance 1, and d_k = 64. "
+        Numeric(f"The entries of q and k are independent, with mean 0 and variance 1, and d_k = {head}. "
                 "What is the variance of the unscaled score q · k?",
-                answer=64.0, tolerance=0.5,
-                why="q · k is a sum of 64 independent products, each of variance 1: the variance is d_k = "
-                    "64.",
+                answer=float(head), tolerance=0.5,
+                why=f"q · k is a sum of {head} independent products, each of variance 1: the variance is "
+                    f"d_k = {head} (the package measures {measured:.1f} over 20 000 random pairs).",
                 hint="Var(Σ x_i y_i) is the sum of the variances of the products when they are independent.",
-                mistakes=((8.0, "8 = √64 is the standard deviation, not the variance."),
+                mistakes=((math.sqrt(head), f"{math.sqrt(head):g} = √{head} is the standard deviation, "
+                                            "not the variance."),
                           (1.0, "1 is the variance after dividing by √d_k; the question asks before "
                                 "scaling."))),
         Numeric(f"q = {_vec(q[0])} and k = {_vec(k[0])}. What is the scaled score q · k / √d_k?",
@@ -385,7 +388,8 @@ def ch06():
                 mistakes=(((4 * d * d) / total, "That is the attention's share."),)),
         Numeric(f"LayerNorm without gain and bias of the token {_vec(x[0])}: what is its first entry?",
                 answer=ln[0, 0].item(), tolerance=0.006,
-                why=f"Mean 5, variance 5 (divided by n = 4), so (2 − 5)/√5 = {_g(ln[0, 0].item())}.",
+                why=f"Mean {_g(x.mean().item())}, variance {_g(x.var(unbiased=False).item())} (divided by "
+                    f"n = 4), so the first entry is {_g(ln[0, 0].item())}.",
                 hint="Subtract the token's mean, then divide by its standard deviation over the 4 entries.",
                 mistakes=((unbiased[0, 0].item(), "That divides the variance by n − 1; LayerNorm divides by "
                                                   "n."),)),
@@ -569,7 +573,7 @@ def ch10():
         Numeric(f"With `sinusoidal_encoding(num_positions, d_model=8)`, what is PE[{p}, {dim}]?",
                 answer=pe[p, dim].item(), tolerance=0.006,
                 why=f"Dimension {dim} is the sine of pair i = 1: sin({p} / 10000^(2·1/8)) = "
-                    f"sin({p}/10) = {_g(pe[p, dim].item())}.",
+                    f"sin({_g(p / 10000 ** (2 / 8))}) = {_g(pe[p, dim].item())}.",
                 hint="PE[p, 2i] = sin(p / 10000^(2i/d_model)).",
                 mistakes=((wrong, "That uses the exponent i/d_model with i = 1; the exponent is 2i/d_model."),
                           (math.sin(p), "That forgets the frequency: only pair 0 turns at one radian per "
@@ -606,8 +610,8 @@ def ch10():
 def ch11():
     s = _tensor([1.0, 3.0, 2.0, 5.0])
     weights, trace = online_softmax(s, 2)
-    m, l_total, l1 = trace[-1]["m"], trace[-1]["l"], trace[0]["l"]
-    no_rescale = float(l1) + math.exp(2 - float(m)) + math.exp(5 - float(m))
+    m, l_total, l1, m1 = trace[-1]["m"], trace[-1]["l"], trace[0]["l"], float(trace[0]["m"])
+    no_rescale = float(l1) + sum(math.exp(float(x) - float(m)) for x in s[2:])
     q, k, v = (_randn(1, 64, 8, seed=i) for i in range(3))
     exact = torch.allclose(flash_attention(q, k, v, block_q=16, block_k=16)[0],
                            functional.scaled_dot_product_attention(q, k, v)[0], atol=1e-12)
@@ -616,9 +620,10 @@ def ch11():
         Numeric(f"The online softmax reads the scores {_vec(s)} two at a time. What is the running sum l "
                 "after both blocks (relative to the final maximum)?",
                 answer=float(l_total), tolerance=0.005,
-                why=f"After block 1: m = 3, l = e^(1−3) + e^0 = {_g(float(l1))}. Block 2 raises m to 5, so "
-                    f"l is "
-                    f"rescaled by e^(3−5) and the new terms added: {_g(float(l_total))}.",
+                why=f"After block 1: m = {_g(m1)}, l = {_g(float(l1))}. Block 2 raises m to {_g(float(m))}, "
+                    f"so "
+                    f"l is rescaled by e^({_g(m1)}−{_g(float(m))}) and the new terms added: "
+                    f"{_g(float(l_total))}.",
                 hint="When the maximum grows from m to m', multiply l by e^(m − m') before adding the new "
                      "terms.",
                 mistakes=((no_rescale, "That adds the new terms without rescaling the old sum by e^(m − "
