@@ -89,6 +89,12 @@ test: book
 format: $(STAMP)
 	$(VENV)/bin/ruff format chapters/*.ipynb
 
+# `make assignments`: one otter-grader assignment per chapter, from the exercises with checkers
+# (student notebook + autograder zip), in _build/assignments/chNN; see instructor_guide.md.
+.PHONY: assignments
+assignments: setup
+	$(PY) _ext/make_assignments.py
+
 bench: setup
 	cd benchmarks && ../$(PY) run_all.py $(ONLY)
 
