@@ -257,7 +257,7 @@ class Seq2Seq(nn.Module):
         does that), computed with fewer operations: with the previous outputs known, the
         GRU of the fixed-context and Luong decoders does not depend on the attention, so
         it runs over all steps at once, and the attention and the readout of every step
-        are one batched product each (:func:`_teacher_forced`)."""
+        are one batched product each (``_teacher_forced``)."""
         device = self.src_embed.weight.device
         check_token_ids("src", src, len(SOURCE_VOCAB), device)
         check_token_ids("tgt_in", tgt_in, len(TARGET_VOCAB), device)
