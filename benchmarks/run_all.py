@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import bench_build
+import bench_chapters
 import bench_efficient
 import bench_explorer
 import bench_flash
@@ -19,7 +20,7 @@ import bench_web_model
 
 BENCHMARKS = {"sdpa": bench_sdpa, "flash": bench_flash, "explorer": bench_explorer,
               "efficient": bench_efficient, "modern": bench_modern, "build": bench_build,
-              "triton": bench_triton, "web_model": bench_web_model}
+              "triton": bench_triton, "web_model": bench_web_model, "chapters": bench_chapters}
 RESULTS = Path(__file__).with_name("results.json")
 
 chosen = sys.argv[1:] or list(BENCHMARKS)

@@ -386,6 +386,8 @@ ROWS = [
     Row("encode_batch", "no sentence", lambda: seq2seq.encode_batch([]), TypeError, "sentences"),
     Row("random_sentences", "batch_size 0", lambda: seq2seq.random_sentences(torch.Generator(), 0, 1, 2),
         ValueError, "batch_size"),
+    Row("random_batch", "max_len below min_len", lambda: seq2seq.random_batch(torch.Generator(), 4, 5, 3),
+        ValueError, "max_len"),
     Row("Seq2Seq", "odd hidden_size", lambda: seq2seq.Seq2Seq(hidden_size=7), ValueError, "hidden_size"),
     Row("Seq2Seq", "float source ids",
         lambda: translator()(torch.zeros(1, 3), torch.tensor([3]), torch.zeros(1, 2, dtype=torch.long)),

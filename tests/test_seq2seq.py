@@ -14,6 +14,7 @@ from attention_core.models.seq2seq import (
     Seq2Seq,
     encode_batch,
     exact_match,
+    random_batch,
     random_sentences,
     train_seq2seq,
     translate,
@@ -255,3 +256,37 @@ def test_attend_gives_a_sentence_with_no_real_token_zeros_not_nan(name):
     assert torch.equal(context[:1], expected)
     context.sum().backward()
     assert torch.isfinite(query.grad).all()
+
+
+@pytest.mark.parametrize("min_len, max_len", [(3, 12), (1, 1), (5, 5), (2, 7)])
+def test_random_batch_is_encode_batch_of_random_sentences(min_len, max_len):
+    for seed in range(3):
+        fast = random_batch(torch.Generator().manual_seed(seed), 17, min_len, max_len)
+        slow = encode_batch(random_sentences(torch.Generator().manual_seed(seed), 17, min_len, max_len))
+        for name in ("src", "src_lengths", "tgt_in", "tgt_out"):
+            assert torch.equal(getattr(fast, name), getattr(slow, name)), name
+
+
+@pytest.mark.parametrize("attention, score", [("none", "additive"), ("bahdanau", "additive"),
+                                              ("bahdanau", "dot"), ("luong", "dot"),
+                                              ("luong", "general"), ("luong", "additive")])
+def test_forward_equals_the_step_by_step_pass_and_its_gradients(attention, score):
+    """The batched teacher-forced pass against the decoder run one step at a time."""
+    torch.manual_seed(0)
+    model = Seq2Seq(attention, score, embed_dim=8, hidden_size=12)
+    batch = encode_batch(["a b c", "n m l k j i h", "d", "e f"])
+    fast, slow = (model(batch.src, batch.src_lengths, batch.tgt_in),
+                  model.forward_by_steps(batch.src, batch.src_lengths, batch.tgt_in))
+    torch.testing.assert_close(fast[0], slow[0])
+    if attention == "none":
+        assert fast[1] is None and slow[1] is None
+    else:
+        torch.testing.assert_close(fast[1], slow[1])
+    grads = []
+    for logits in (fast[0], slow[0]):
+        model.zero_grad()
+        logits.square().sum().backward(retain_graph=True)
+        grads.append([p.grad.clone() for p in model.parameters() if p.grad is not None])
+    assert len(grads[0]) == len(grads[1]) > 0
+    for a, b in zip(*grads):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)

@@ -39,7 +39,7 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from ..nn._checks import check_positive_int, check_token_ids
-from ..nn.scoring import attend, make_score
+from ..nn.scoring import AdditiveScore, attend, make_score
 from .training import train_model
 
 PAD, BOS, EOS = 0, 1, 2
@@ -108,6 +108,32 @@ def random_sentences(generator: torch.Generator, batch_size: int, min_len: int, 
     return [[SOURCE_WORDS[i] for i in row[:n]] for row, n in zip(words.tolist(), lengths.tolist())]
 
 
+def random_batch(generator: torch.Generator, batch_size: int, min_len: int, max_len: int) -> Batch:
+    """``encode_batch(random_sentences(generator, batch_size, min_len, max_len))``, the same
+    batch from the same draws, built with tensor operations instead of word lists (it is
+    made once per training step)."""
+    check_positive_int("batch_size", batch_size)
+    check_positive_int("min_len", min_len)
+    check_positive_int("max_len", max_len, minimum=min_len)
+    lengths = torch.randint(min_len, max_len + 1, (batch_size,), generator=generator)  # (B,)
+    words = torch.randint(0, len(SOURCE_WORDS), (batch_size, max_len), generator=generator)
+    S = int(lengths.max())
+    positions = torch.arange(S + 1)  # (S + 1,)
+    real = positions[:S] < lengths.unsqueeze(1)  # (B, S)
+    src = (words[:, :S] + len(SPECIALS)).masked_fill(~real, PAD)
+    # target word j translates source word n - 1 - j
+    backwards = (lengths.unsqueeze(1) - 1 - positions[:S]).clamp(min=0)  # (B, S)
+    target = _TARGET_ID_OF_WORD[words.gather(1, backwards)].masked_fill(~real, PAD)  # (B, S)
+    tgt_out = torch.cat((target, torch.full((batch_size, 1), PAD)), 1)  # (B, S + 1)
+    tgt_out[torch.arange(batch_size), lengths] = EOS
+    tgt_in = torch.cat((torch.full((batch_size, 1), BOS), target), 1)
+    return Batch(src, lengths, tgt_in, tgt_out)
+
+
+_TARGET_ID_OF_WORD = torch.tensor([TARGET_VOCAB.index(TARGET_OF[w]) for w in SOURCE_WORDS])
+"""Source word index (0 for ``a``) -> the target vocabulary id of its translation."""
+
+
 # --- the three decoders: layers and one step each -----------------------------------
 #
 # A step takes the model (for its layers), the previous output token's embedding
@@ -173,6 +199,7 @@ DECODERS: dict[str, Decoder] = {
     "luong": Decoder(_luong_layers, luong_step),
 }
 """Decoder kind (the ``attention`` argument of :class:`Seq2Seq`) -> its layers and step."""
+_BUILT_IN = dict(DECODERS)  # the decoders whose teacher-forced pass _teacher_forced reproduces
 ATTENTIONS = tuple(DECODERS)
 
 
@@ -224,7 +251,24 @@ class Seq2Seq(nn.Module):
         return DECODERS[self.attention].step(self, y, state, h, mask, fixed_context)
 
     def forward(self, src, src_lengths, tgt_in):
-        """Teacher-forced pass: ``(logits (B, T, vocab_size), weights (B, T, S) or None)``."""
+        """Teacher-forced pass: ``(logits (B, T, vocab_size), weights (B, T, S) or None)``.
+
+        The same numbers as calling :meth:`step` for ``t = 1 ... T`` (:meth:`forward_by_steps`
+        does that), computed with fewer operations: with the previous outputs known, the
+        GRU of the fixed-context and Luong decoders does not depend on the attention, so
+        it runs over all steps at once, and the attention and the readout of every step
+        are one batched product each (``_teacher_forced``)."""
+        device = self.src_embed.weight.device
+        check_token_ids("src", src, len(SOURCE_VOCAB), device)
+        check_token_ids("tgt_in", tgt_in, len(TARGET_VOCAB), device)
+        if DECODERS[self.attention] is not _BUILT_IN.get(self.attention):  # a decoder of the reader's
+            return self.forward_by_steps(src, src_lengths, tgt_in)
+        h, mask, state = self.encode(src, src_lengths)
+        return _teacher_forced(self, self.tgt_embed(tgt_in), state, h, mask)
+
+    def forward_by_steps(self, src, src_lengths, tgt_in):
+        """The teacher-forced pass one :meth:`step` at a time, as the decoder runs when
+        it generates: the reference that :meth:`forward` must equal."""
         device = self.src_embed.weight.device
         check_token_ids("src", src, len(SOURCE_VOCAB), device)
         check_token_ids("tgt_in", tgt_in, len(TARGET_VOCAB), device)
@@ -265,6 +309,67 @@ class Seq2Seq(nn.Module):
         return [_words(row) for row in tokens.tolist()]
 
 
+# --- the teacher-forced pass with fewer operations (training's hot loop) ---------------
+
+
+def _gru(cell: nn.GRUCell, inputs: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
+    """``cell`` applied along the time axis of ``inputs (B, T, in)`` from ``state (B, Dh)``
+    in one call: the states ``u_1 ... u_T`` as ``(B, T, Dh)``."""
+    weights = [cell.weight_ih, cell.weight_hh, cell.bias_ih, cell.bias_hh]
+    out, _ = torch.gru(inputs, state.unsqueeze(0), weights, True, 1, 0.0, False, False, True)
+    return out
+
+
+def _attend_all(score: nn.Module, queries: torch.Tensor, h: torch.Tensor, mask: torch.Tensor):
+    """:func:`~attention_core.nn.scoring.attend` for every query at once: ``queries (B, T, Dh)``
+    -> ``(contexts (B, T, Dh), weights (B, T, S))``. ``score`` sees one step's queries at a
+    time, in order, as in the step-by-step pass; the softmax and the contexts are batched."""
+    scores = torch.stack([score(queries[:, t], h) for t in range(queries.size(1))], 1)  # (B, T, S)
+    return _masked_weights_and_context(scores, h, mask)
+
+
+def _masked_weights_and_context(scores: torch.Tensor, h: torch.Tensor, mask: torch.Tensor):
+    """Masked softmax of ``scores (B, T, S)`` over the source (as in ``attend``: a row with
+    no real token gets zero weights) and the contexts ``(B, T, Dh)``."""
+    empty = ~mask.any(-1, keepdim=True).unsqueeze(1)  # (B, 1, 1)
+    scores = scores.masked_fill(~mask.unsqueeze(1) | empty, float("-inf")).masked_fill(empty, 0.0)
+    weights = torch.softmax(scores, dim=-1).masked_fill(empty, 0.0)  # (B, T, S)
+    return weights @ h, weights
+
+
+def _teacher_forced(model: Seq2Seq, y: torch.Tensor, u0: torch.Tensor, h: torch.Tensor,
+                    mask: torch.Tensor):
+    """The teacher-forced decoder on the previous outputs' embeddings ``y (B, T, D)`` from
+    ``u_0 (B, Dh)``: ``(logits (B, T, vocab_size), weights (B, T, S) or None)``, equal to
+    :meth:`Seq2Seq.forward_by_steps`."""
+    T = y.size(1)
+    if model.attention == "none":  # c = u_0 at every step: the GRU reads [y_t; c]
+        c = u0.unsqueeze(1).expand(-1, T, -1)  # (B, T, Dh)
+        states = _gru(model.cell, torch.cat((y, c), -1), u0)  # (B, T, Dh)
+        return model.readout(torch.cat((states, c, y), -1)), None
+    if model.attention == "luong":  # the GRU reads y only; attention comes after it
+        states = _gru(model.cell, y, u0)  # u_1 ... u_T: (B, T, Dh)
+        contexts, weights = _attend_all(model.score, states, h, mask)
+        return model.readout(torch.tanh(model.combine(torch.cat((contexts, states), -1)))), weights
+    # Bahdanau: the context of step t enters the GRU of step t, so the steps stay in order;
+    # only their readout is batched. The additive score's key half, e W_h, is the same at
+    # every step: computed once.
+    keys = model.score.W_h(h) if isinstance(model.score, AdditiveScore) else None  # (B, S, A)
+    state, states, contexts, weights = u0, [], [], []
+    for t in range(T):
+        if keys is None:
+            scores = model.score(state, h)  # (B, S)
+        else:
+            scores = model.score.v(torch.tanh(model.score.W_s(state).unsqueeze(1) + keys)).squeeze(-1)
+        context, w = _masked_weights_and_context(scores.unsqueeze(1), h, mask)  # (B, 1, Dh), (B, 1, S)
+        state = model.cell(torch.cat((y[:, t], context[:, 0]), -1), state)
+        states.append(state)
+        contexts.append(context)
+        weights.append(w)
+    states, contexts = torch.stack(states, 1), torch.cat(contexts, 1)  # (B, T, Dh) each
+    return model.readout(torch.cat((states, contexts, y), -1)), torch.cat(weights, 1)
+
+
 def _words(ids) -> list[str]:
     words = []
     for i in ids:
@@ -291,7 +396,7 @@ def train_seq2seq(attention: str = "bahdanau", score: str = "additive", steps: i
     ``hidden_size``. Returns ``(model, losses)``."""
     torch.manual_seed(seed)
     model = Seq2Seq(attention, score, **sizes)
-    make_batch = lambda g: encode_batch(random_sentences(g, batch_size, min_len, max_len))
+    make_batch = lambda g: random_batch(g, batch_size, min_len, max_len)
     name = attention if model.score_name is None else f"{attention}-{score}"
     return train_model(model, make_batch, steps, lr=lr, seed=seed, progress=progress, desc=name,
                        loss_fn=seq2seq_loss)

@@ -1,0 +1,143 @@
+"""Every chapter's Run All as a reader runs it: a fresh kernel per chapter, one chapter at a time.
+
+Issue 35: a reader who presses Run All in Colab (two CPU cores, IPython 7, ipywidgets 7)
+should wait at most 60 s for a chapter that trains models and 30 s for one that does not.
+The website build is a different measurement (bench_build: two chapters at once, in the
+build's own kernel); this one starts a kernel that builds nothing, runs the chapter's
+cells in order with nbclient and records the wall time from the kernel's start to the
+last cell's reply, each cell's time and the slowest cell.
+
+The kernel runs in the Colab-like venv of tests/colab_env.py when it has been built
+(``_build/colab-venv``, or the venv named by ``$COLAB_VENV``), with PYTHONPATH set to this
+checkout so that the chapters import this checkout's package; otherwise in this
+interpreter. Which one is recorded.
+
+    python bench_chapters.py                 # every chapter
+    python bench_chapters.py 07 10           # chapters whose file name starts with 07 or 10
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+
+from _timing import machine
+
+ROOT = Path(__file__).resolve().parents[1]
+CHAPTERS = ROOT / "chapters"
+BUDGET_TRAINS_S, BUDGET_OTHER_S = 60.0, 30.0
+# a chapter trains if one of its code cells calls a training function (train_seq2seq,
+# train_every_scheme, train_model, ...) of attention_core.models
+TRAINS = re.compile(r"\btrain_\w+\(")
+
+
+def trains(nb) -> bool:
+    return any(c.cell_type == "code" and TRAINS.search(c.source) for c in nb.cells)
+
+
+def kernel_python() -> Path:
+    """The Colab-like venv's python when it is built, else this interpreter."""
+    venv = Path(os.environ.get("COLAB_VENV", ROOT / "_build" / "colab-venv"))
+    python = venv / "bin" / "python"
+    return python if python.exists() else Path(sys.executable)
+
+
+def _kernelspec(directory: Path, python: Path) -> str:
+    """A kernel running ``python`` with this checkout first on its path, found via JUPYTER_PATH."""
+    spec = directory / "kernels" / "bench-chapters"
+    spec.mkdir(parents=True)
+    env = {"PYTHONPATH": str(ROOT), "PYTHONNOUSERSITE": "1",
+           "MPLBACKEND": "module://matplotlib_inline.backend_inline",
+           "PYDEVD_DISABLE_FILE_VALIDATION": "1"}
+    (spec / "kernel.json").write_text(json.dumps({
+        "argv": [str(python), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "bench-chapters", "language": "python", "env": env}))
+    return "bench-chapters"
+
+
+def _cell_seconds(cell) -> float:
+    """A cell's time from the kernel's 'busy' to its reply (nbclient's record_timing)."""
+    stamps = cell.metadata.get("execution", {})
+    start, end = stamps.get("iopub.status.busy"), stamps.get("shell.execute_reply")
+    if not (start and end):
+        return 0.0
+    parse = lambda s: datetime.fromisoformat(s.replace("Z", "+00:00"))
+    return (parse(end) - parse(start)).total_seconds()
+
+
+def _cpu_seconds(process) -> float | None:
+    """CPU time (user + system, its finished children's too) the kernel process has used,
+    from /proc (Linux); None elsewhere. On a machine shared with other work the wall time
+    stretches with the load, the CPU time much less."""
+    try:
+        fields = Path(f"/proc/{process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (AttributeError, OSError):
+        return None
+    utime, stime, cutime, cstime = (int(f) for f in fields[11:15])  # fields 14-17 of proc(5)
+    return (utime + stime + cutime + cstime) / os.sysconf("SC_CLK_TCK")
+
+
+def time_chapter(path: Path, kernel_name: str, timeout: float = 900) -> dict:
+    """Runs one chapter in a fresh kernel; its wall time, its cells' times and its slowest cell."""
+    nb = nbformat.read(path, as_version=4)
+    client = NotebookClient(nb, kernel_name=kernel_name, timeout=timeout, startup_timeout=120,
+                            record_timing=True, resources={"metadata": {"path": str(path.parent)}})
+    start = time.perf_counter()
+    client.reset_execution_trackers()
+    with client.setup_kernel():
+        for index, cell in enumerate(nb.cells):
+            client.execute_cell(cell, index, execution_count=client.code_cells_executed + 1)
+        cpu = _cpu_seconds(getattr(getattr(client.km, "provisioner", None), "process", None))
+    seconds = time.perf_counter() - start
+    cells = [(i, _cell_seconds(c)) for i, c in enumerate(nb.cells) if c.cell_type == "code"]
+    slowest, slowest_s = max(cells, key=lambda ic: ic[1])
+    first_line = next((line for line in nb.cells[slowest].source.splitlines()
+                       if line.strip() and not line.startswith("#")), "")
+    budget = BUDGET_TRAINS_S if trains(nb) else BUDGET_OTHER_S
+    return {"seconds": seconds, "cpu_s": cpu, "cells_s": sum(s for _, s in cells), "budget_s": budget,
+            "trains": trains(nb), "slowest_cell": slowest, "slowest_cell_s": slowest_s,
+            "slowest_cell_code": first_line[:80], "within_budget": seconds <= budget,
+            "cell_seconds": {str(i): round(s, 2) for i, s in cells if s >= 0.5}}
+
+
+def run(prefixes: tuple[str, ...] = ()) -> dict:
+    paths = sorted(p for p in CHAPTERS.glob("*.ipynb") if not prefixes or p.name.startswith(prefixes))
+    python = kernel_python()
+    previous = os.environ.get("JUPYTER_PATH")
+    with tempfile.TemporaryDirectory(prefix="bench-chapters-") as tmp:
+        kernel = _kernelspec(Path(tmp), python)
+        os.environ["JUPYTER_PATH"] = tmp + (os.pathsep + previous if previous else "")
+        try:
+            chapters = {}
+            for path in paths:
+                chapters[path.stem] = time_chapter(path, kernel)
+                r = chapters[path.stem]
+                cpu = "" if r["cpu_s"] is None else f", kernel CPU {r['cpu_s']:.1f} s"
+                print(f"  {path.stem}: {r['seconds']:.1f} s{cpu} (budget {r['budget_s']:.0f} s); "
+                      "slowest cell "
+                      f"[{r['slowest_cell']}] {r['slowest_cell_s']:.1f} s: {r['slowest_cell_code']}",
+                      flush=True)
+        finally:
+            if previous is None:
+                os.environ.pop("JUPYTER_PATH", None)
+            else:
+                os.environ["JUPYTER_PATH"] = previous
+    colab = python != Path(sys.executable)
+    return {"chapters": chapters, "kernel": "Colab-like venv" if colab else "this interpreter",
+            "kernel_python": str(python), "load_average_1min": os.getloadavg()[0],
+            "targets": {"trains_s": BUDGET_TRAINS_S, "other_s": BUDGET_OTHER_S},
+            "machine": machine()}
+
+
+if __name__ == "__main__":
+    result = run(tuple(sys.argv[1:]))
+    print(json.dumps({k: v for k, v in result.items() if k != "chapters"}, indent=1))
