@@ -45,6 +45,8 @@ from ..render import (
     layout_figsizes,
     layout_rc,
     png_bytes,
+    stop_website_build,
+    text_problems,
 )
 from . import live
 from .static import static_html
@@ -108,6 +110,12 @@ class Layout:
             self._update(**data)
             if draw:
                 self.figure.canvas.draw()
+
+    def text_problems(self) -> list[str]:
+        """:func:`~attention_core.book.render.text_problems` of the frame drawn now,
+        under the layout's rcParams (the tick locators read the tick label size)."""
+        with layout_rc(self.name):
+            return text_problems(self.figure)
 
     def freeze(self) -> None:
         """Lay out once, at the frame drawn now, then keep it: every later frame is
@@ -280,7 +288,8 @@ class Explorer:
         """One output: on the website the static view (``text/html``), in a kernel the
         figure as it is now (``image/png`` and its alt text)."""
         if building_website():
-            return {"text/plain": repr(self), "text/html": self.to_html()}
+            with stop_website_build():  # frames whose text is cut stop the build, named
+                return {"text/plain": repr(self), "text/html": self.to_html()}
         return self.widget().image.bundle()
 
     def _ipython_display_(self):

@@ -267,10 +267,12 @@ def _show_tiles(ax_grid, image, state, block: int, title: str) -> None:
     ax_grid.set_title(title)
 
 
-def tiling_panel(fig, max_len: int, layout: str = "wide"):
+def tiling_panel(fig, max_len: int, run_limits: tuple[float, float] | None = None, layout: str = "wide"):
     """Chapter 11: the grid of score tiles coloured by state (codes of
     :data:`TILE_STATES`) and the running maximum and sum of one row, block by block;
-    side by side (wide) or stacked (narrow).
+    side by side (wide) or stacked (narrow). ``run_limits``: the y range of the running
+    values, the same in every frame (so frames compare at a glance, and their tick
+    labels keep the width the layout was made for); default: each frame's own.
 
     Returns ``update(state (L, L), block, trace, done, title_grid, title_run)`` where
     ``trace`` lists ``{"m", "l"}`` after each key block and ``done`` blocks are read.
@@ -297,8 +299,11 @@ def tiling_panel(fig, max_len: int, layout: str = "wide"):
         l_final.set_ydata([trace[-1]["l"]] * 2)
         ax_run.set_xlim(0.5, max(len(trace), 2) + 0.5)
         ax_run.xaxis.set_major_locator(MaxNLocator(integer=True))
-        top = max(max(t["m"] for t in trace), max(t["l"] for t in trace))
-        ax_run.set_ylim(min(0, min(t["m"] for t in trace)) - 0.5, top * 1.3 + 0.5)
+        if run_limits is None:
+            top = max(max(t["m"] for t in trace), max(t["l"] for t in trace))
+            ax_run.set_ylim(min(0, min(t["m"] for t in trace)) - 0.5, top * 1.3 + 0.5)
+        else:
+            ax_run.set_ylim(*run_limits)
         ax_run.set_title(title_run)
 
     return update
@@ -435,7 +440,8 @@ def kv_memory_panel(fig, contexts: Sequence[int], curves, layout: str = "wide"):
             labels[i].set_text(f" {size:.2f}")
         point.set_data([context], [curves[variant][at]])
         ax_bars.set_xlim(0, 1.35 * max(c[at] for c in curves.values()))
-        ax_lines.set_title(f"{variant}: {curves[variant][at]:.2f} GiB at {context:,} tokens")
+        where = "\n" if is_narrow(layout) else " "  # a phone's panel is too narrow for one line
+        ax_lines.set_title(f"{variant}:{where}{curves[variant][at]:.2f} GiB at {context:,} tokens")
         ax_bars.set_title(f"every variant at {context:,} tokens")
 
     return update
