@@ -246,10 +246,12 @@ def _drawn_texts(figure: Figure) -> list[tuple[Any, Any]]:
                         for label in (tick.label1, tick.label2) if label.get_visible()]
     hidden = {id(t) for legend in figure.findobj(Legend) if not legend.get_visible()
               for t in (*legend.get_texts(), legend.get_title())}
+    labels = {id(text): ax for ax in figure.get_axes() for axis in ax._axis_map.values()
+              for text in (axis.label, axis.offsetText)}  # an axis label knows no axes
     for artist in figure.findobj(Text, include_self=False):
         if id(artist) in tick_texts or id(artist) in hidden or not artist.get_visible():
             continue
-        owner = artist.axes or figure
+        owner = artist.axes or labels.get(id(artist), figure)
         if owner is not figure and not owner.get_visible():
             continue
         out.append((artist, owner))

@@ -449,10 +449,14 @@ def pretrained_explorer(model, tokenizer, sentences: Sequence[str]) -> Explorer:
                 "title": f"layer {layer}, mean of {num_heads} heads:\n"
                          f"{mean.mean(0)[top]:.0%} of a row goes to {tokens[top]}"}
 
+    # the layouts are made for the sentence with the longest token: every sentence's
+    # labels then fit ("instrument" would run over the next panel)
+    longest = max(sentences, key=lambda s: max(len(t) for t in runs[s][1]))
     return Explorer(
         partial(panels.pretrained_layer_panel, num_heads=num_heads,
                 max_tokens=max(len(r[1]) for r in runs.values())), compute,
         {"sentence": list(sentences), "layer": list(range(1, num_layers + 1))},
+        layout_at={"sentence": longest},
         figsize=(7.2, 3.7), narrow_figsize=(3.5, 7.0),  # with its controls, within a 844 px tall phone
         alt="For one layer of a pretrained BERT encoder: the mean weight each token receives "
             "in each of the 12 heads, and the layer's attention weights averaged over heads.")

@@ -148,13 +148,17 @@ class Explorer:
         dpi: resolution of the wide figure (default: that of
             :data:`attention_core.book.render.LAYOUT_STYLE`).
         alt: what the figure shows, for screen readers; the current values are added.
+        layout_at: the control values at which each layout is laid out, once (default:
+            ``initial``): the state with the longest labels, so that every frame's text
+            fits the room the layout left for it.
     """
 
     def __init__(self, draw: Draw, compute: Callable[..., Mapping[str, Any]],
                  controls: Mapping[str, Sequence[Any] | Callable[..., Sequence[Any]]],
                  initial: Mapping[str, Any] | None = None,
                  labels: Mapping[str, str] | None = None, figsize=FIGSIZE,
-                 narrow_figsize=None, dpi: int | None = None, alt: str = "Interactive figure."):
+                 narrow_figsize=None, dpi: int | None = None, alt: str = "Interactive figure.",
+                 layout_at: Mapping[str, Any] | None = None):
         if not controls:
             raise ValueError("controls must name at least one control, got none")
         self._specs = {name: spec if callable(spec) else list(spec) for name, spec in controls.items()}
@@ -171,6 +175,11 @@ class Explorer:
             if name not in self._specs:
                 raise ValueError(f"initial value {name}={initial[name]!r} is not one of None")
         self.labels = {name: (labels or {}).get(name, human_label(name)) for name in self._specs}
+        self._layout_at = dict(self.values)
+        for name, value in (layout_at or {}).items():
+            if name not in self._specs or value not in self.options(name, {**self.values, **layout_at}):
+                raise ValueError(f"layout_at: {name}={value!r} is not a control's value")
+            self._layout_at[name] = value
         self.compute, self.alt, self.draw = compute, alt, draw
         self.figsizes = layout_figsizes(figsize, narrow_figsize)
         self.dpi = dpi or LAYOUT_STYLE["wide"]["dpi"]
@@ -236,8 +245,10 @@ class Explorer:
         check_layout(name)
         if name not in self._layouts:
             layout = Layout(self.draw, name, self.figsizes[name], self.dpi if name == "wide" else None)
-            layout.show(self.compute(**self.values))
+            layout.show(self.compute(**self._layout_at))  # laid out where labels are longest
             layout.freeze()
+            if self._layout_at != self.values:
+                layout.show(self.compute(**self.values))
             self._layouts[name] = layout
         return self._layouts[name]
 

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 from matplotlib.patches import Patch
-from matplotlib.ticker import MaxNLocator
+from matplotlib.ticker import FormatStrFormatter, MaxNLocator
 
 from ...nn.functional import softmax
 from ...nn.metrics import attention_entropy
@@ -85,6 +85,10 @@ def scaling_panel(fig, d_ks: Sequence[int], mean_entropy: dict, num_keys: int, b
     hist = ax_hist.bar(np.zeros(bins), np.zeros(bins), width=1.0, align="edge", color=color(0.3))
     ax_hist.set_xlabel("score q·k (/√d_k if scaled)")
     ax_hist.set_ylabel("density")
+    # tick labels of one width in every frame ("0.002" to "0.400"): the layout, made for the
+    # first frame, fits them all
+    ax_hist.yaxis.set_major_locator(MaxNLocator(4, steps=[1, 2, 5, 10]))
+    ax_hist.yaxis.set_major_formatter(FormatStrFormatter("%.3f"))
     row = ax_row.bar(range(num_keys), np.zeros(num_keys), color=color(0.6))
     ax_row.set_ylim(0, 1.05)
     ax_row.set_xlabel("key")
