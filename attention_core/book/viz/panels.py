@@ -321,6 +321,8 @@ def sparse_reach_panel(fig, max_len: int, layout: str = "wide"):
     Returns ``update(mask (L, L), layers (L,), title_mask, title_reach)``.
     """
     ax_mask, ax_reach = _pair(fig, layout, [1, 1.3] if layout == "wide" else [1.3, 1])
+    if fig.get_layout_engine() is not None:  # room above the two-line titles
+        fig.get_layout_engine().set(h_pad=0.1)
     image = mask_plot(np.zeros((max_len, max_len)), ax=ax_mask)
     line, = ax_reach.step([], [], where="mid", color=color(0.25))
     ax_reach.set_xlabel("position j")
