@@ -70,6 +70,7 @@ def test_a_tick_label_over_the_next_panel():
     left.set_xticks([1.0], ["instrument of great length"])
     left.set_xlim(0, 1.05)
     right.plot([0, 1])
+    right.set_xticks([])
     right.set_yticks([])
     problems = text_problems(drawn(fig))
     assert problems == ["'instrument of great length' (panel 1) runs over panel 2"], problems
