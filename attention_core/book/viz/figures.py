@@ -141,6 +141,11 @@ class StaticFigure:
         check_layout(name)
         if name not in self._figures:
             fig, _ = draw_layout(self.draw, name, self.figsizes[name])
+            engine = fig.get_layout_engine()
+            if engine is not None and hasattr(engine, "set") and "w_pad" in engine.get():
+                # constrained layout leaves 3 pt at the edges and can miss by a pixel or two
+                # (a colour bar beside one panel): 5 pt keeps every label inside the image
+                engine.set(w_pad=5 / 72, h_pad=5 / 72)
             with layout_rc(name):
                 fig.canvas.draw()  # ticks and layout made under the layout's rcParams
             self._figures[name] = fig
