@@ -328,6 +328,7 @@ def sparse_reach_panel(fig, max_len: int, layout: str = "wide"):
     ax_reach.set_xlabel("position j")
     ax_reach.set_ylabel("layers until the last token\ndepends on position j")
     ax_reach.set_xlim(-0.5, max_len - 0.5)
+    ax_reach.yaxis.set_major_locator(MaxNLocator(integer=True))  # whole layers: never "2.5" (wider)
     note = ax_reach.text(0.98, 0.97, "", transform=ax_reach.transAxes, va="top", ha="right",
                          fontsize="small")
 
