@@ -190,7 +190,8 @@ def data_uri(png: bytes) -> str:
 # --- text checks: nothing cut at an edge or over another panel, nothing too small -------
 
 COLUMN_CSS_PX = {"phone": 358, "desktop": 676}
-"""The content column a figure is shown in, CSS px: a 390 px phone, a 1280 px desktop."""
+"""Width in CSS px of the content column a figure is shown in (a 390 px phone, a 1280 px
+desktop)."""
 
 TEXT_FLOOR_CSS_PX = 9.0
 """The smallest text a figure may show, CSS px as displayed (:func:`shown_text_px`)."""

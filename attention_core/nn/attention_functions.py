@@ -54,13 +54,6 @@ ATTENTION_FUNCTIONS: dict[str, AttentionFunction] = {
     "linformer": linformer_attention,
     "lsh": lsh_attention,
 }
-if importlib.util.find_spec("triton") is not None:  # the `gpu` extra (Linux)
-    ATTENTION_FUNCTIONS["triton"] = triton_attention
-    if not torch.cuda.is_available():
-        # Without a GPU, Triton can only interpret. Its library (tl.zeros, tl.sum...) is built
-        # for one mode when triton is first imported, by whatever imports it (torch._dynamo
-        # does): say "interpret" now, before anything can, without importing triton.
-        os.environ.setdefault("TRITON_INTERPRET", "1")
 """Name -> kernel ``fn(query, key, value, **options) -> (output, weights or None)``.
 
 - ``"eager"``: :func:`~attention_core.nn.functional.scaled_dot_product_attention`; options
@@ -91,3 +84,10 @@ The exact kernels (``eager``, ``flash``, ``triton``, and ``sliding_window`` with
 mask) equal ``torch.nn.functional.scaled_dot_product_attention``; the others are
 different attentions (chapter 8).
 """
+if importlib.util.find_spec("triton") is not None:  # the `gpu` extra (Linux)
+    ATTENTION_FUNCTIONS["triton"] = triton_attention
+    if not torch.cuda.is_available():
+        # Without a GPU, Triton can only interpret. Its library (tl.zeros, tl.sum...) is built
+        # for one mode when triton is first imported, by whatever imports it (torch._dynamo
+        # does): say "interpret" now, before anything can, without importing triton.
+        os.environ.setdefault("TRITON_INTERPRET", "1")
