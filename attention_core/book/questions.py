@@ -56,6 +56,11 @@ def _vec(x: torch.Tensor) -> str:
     return "(" + ", ".join(_g(v) for v in x.tolist()) + ")"
 
 
+def _mat(x: torch.Tensor) -> str:
+    """A matrix as ``[[0, 1], [0.5, 0.5]]``."""
+    return "[" + ", ".join("[" + ", ".join(_g(v) for v in row) + "]" for row in x.tolist()) + "]"
+
+
 # --- chapter 1 ---------------------------------------------------------------------------
 
 def ch01():
@@ -206,12 +211,13 @@ def ch03():
             ("They change unpredictably", False,
              "Nothing in the computation depends on positions, so every output is the same vector, moved.")),
         Numeric(f"How much memory do one head's float32 attention weights take for L = {L} tokens, in MiB?",
-                answer=mib, tolerance=0.05 * mib, unit="MiB",
+                answer=mib, tolerance=0.005 * mib, unit="MiB",
                 why=f"L × L = {L * L:,} weights of {per} bytes: {_g(mib)} MiB, for one head of one "
                     "sequence in one layer.",
                 hint="The weights form an L × L matrix; a float32 takes 4 bytes; 1 MiB = 2²⁰ bytes.",
                 mistakes=((L * per / MiB, "That is L weights; the matrix has L × L of them."),
-                          (mib / 2, "That counts 2 bytes per weight (float16); the question says float32."))),
+                          (mib / 2, "That counts 2 bytes per weight (float16); the question says float32."),
+                          (L * L * per / 1e6, "That is in MB (10⁶ bytes); 1 MiB = 2²⁰ bytes."))),
         Numeric("Doubling the sequence length multiplies the memory of the score matrix by how much?",
                 answer=4.0, tolerance=0.01,
                 why="The score matrix is L × L: (2L)² = 4L².",
@@ -314,14 +320,15 @@ def ch05():
              "the book and `F.scaled_dot_product_attention` use True = may attend."),
             (fmt(strict), False, "That leaves out the diagonal: a token may attend to itself."),
             (fmt([True] * L), False, "That is no mask at all: query 2 could read the future keys.")),
-        _mc(f"A padded query has every one of its {S} keys masked. What weights does "
-            "`ac.scaled_dot_product_attention` give that row?",
+        _mc(f"A query has every one of its {S} keys masked (say, the first position of a left-padded "
+            "sequence under a causal mask). What weights does `ac.scaled_dot_product_attention` give "
+            "that row?",
             ("All zeros, and a zero output", True,
-             "The package returns zero weights for a row with no allowed key, so padding contributes "
+             "The package returns zero weights for a row with no allowed key, so that row contributes "
              "nothing and nothing is NaN."),
             (f"Uniform, {_g(1 / S)} each", False,
              f"That is what the −10⁶ trick gives: every score of the row is equally low, so the softmax "
-             f"spreads the weight evenly ({_g(trick[0, 0].item())} each here), and a padded position "
+             f"spreads the weight evenly ({_g(trick[0, 0].item())} each here), and that position "
              f"reads an average of the values."),
             ("NaN", False, "That is what a plain softmax over a row of −∞ gives (0/0); the package guards "
                            "against it.")),
@@ -657,23 +664,29 @@ def ch12():
     per_token = kv_memory_bytes(mla, 1) / 1024
     full = KVLayout(num_layers=32, num_kv_heads=8, head_dim=128)
     windowed = KVLayout(num_layers=32, num_kv_heads=8, head_dim=128, window=4096)
-    ratio = kv_memory_bytes(full, 32768) / kv_memory_bytes(windowed, 32768)
+    tokens, query_heads = 32768, 32
+    ratio = kv_memory_bytes(full, tokens) / kv_memory_bytes(windowed, tokens)
     return [
-        Numeric("MLA as in DeepSeek-V3: 61 layers, a latent of d_c = 512 and a rotary key of d_R = 64 per "
-                "token and layer, float16. How many KiB of cache per token?",
+        Numeric(f"MLA as in DeepSeek-V3: {mla.num_layers} layers, a latent of d_c = {mla.kv_latent_dim} and "
+                f"a rotary key of d_R = {mla.rope_dim} per token and layer, float16. How many KiB of cache "
+                "per token?",
                 answer=per_token, tolerance=0.01 * per_token, unit="KiB",
-                why=f"61 × (512 + 64) × 2 bytes = {_g(per_token, 4)} KiB (`kv_memory_bytes`): one latent, "
+                why=f"{mla.num_layers} × ({mla.kv_latent_dim} + {mla.rope_dim}) × 2 bytes = "
+                    f"{_g(per_token, 4)} KiB (`kv_memory_bytes`): one latent, "
                     "no separate keys and values.",
                 hint="Numbers per token and layer: d_c + d_R; times the layers; times 2 bytes.",
                 mistakes=((2 * per_token, "MLA caches one latent from which both keys and values are "
                            "rebuilt: no factor 2."),)),
-        Numeric("Mistral-like: 32 layers, 8 key/value heads of 128, a sliding window of 4096. At 32 768 "
-                "tokens, how many times smaller is its cache than with full attention?",
+        Numeric(f"Mistral-like: {full.num_layers} layers, {query_heads} query heads and {full.num_kv_heads} "
+                f"key/value heads of d_k = {full.head_dim}, a sliding window of {windowed.window}. At "
+                f"{tokens:,} tokens, how many times smaller is its cache than with full attention?",
                 answer=ratio, tolerance=0.01,
-                why=f"The rolling buffer keeps {4096} tokens instead of 32 768: {_g(ratio)} times smaller.",
+                why=f"The rolling buffer keeps {windowed.window} tokens instead of {tokens:,}: {_g(ratio)} "
+                    "times smaller.",
                 hint="A window caps the cache at w tokens per layer.",
-                mistakes=((4.0, "That is the GQA factor (32/8); both models here use the same 8 key/value "
-                                "heads."),)),
+                mistakes=((query_heads / full.num_kv_heads,
+                           f"That is the GQA factor ({query_heads}/{full.num_kv_heads}); both models here "
+                           f"use the same {full.num_kv_heads} key/value heads."),)),
         _mc("A model trained with full attention runs with a rolling window and breaks once the window rolls "
             "past its first tokens. Why?",
             ("It parks weight on its first tokens (sinks); once they leave the window that weight has "
@@ -689,7 +702,8 @@ def ch12():
             ("Nothing ever", False, "The last block of a sequence is usually only partly filled.")),
         _mc("What can the delta rule do that plain linear attention cannot?",
             ("Overwrite the value stored for a key, by writing a correction", True,
-             "S ← S + β (v − S k) kᵀ replaces the old value; linear attention only adds."),
+             "U ← U + β kᵀ (v − k U) replaces the value stored under k; linear attention only adds, "
+             "U ← U + kᵀ v."),
             ("Store an unbounded number of keys", False, "Its state has a fixed size."),
             ("Compute exact softmax attention", False, "It is a different, recurrent memory.")),
     ]
@@ -698,21 +712,26 @@ def ch12():
 # --- chapter 13 --------------------------------------------------------------------------
 
 def ch13():
-    a1 = _tensor([[[0.5, 0.5], [0.0, 1.0]]])  # (H=1, T, T)
-    a2 = _tensor([[[1.0, 0.0], [0.5, 0.5]]])
+    a1 = _tensor([[[0.0, 1.0], [0.5, 0.5]]])  # (H=1, T, T)
+    a2 = _tensor([[[1.0, 0.0], [1.0, 0.0]]])
     rollout = interpret.attention_rollout([a1, a2])
     no_residual = a2[0] @ a1[0]
+    eye = torch.eye(2, dtype=torch.float64)
+    r1, r2 = 0.5 * a1[0] + 0.5 * eye, 0.5 * a2[0] + 0.5 * eye  # each layer with its residual
     layers, heads = 6, 12
     return [
         Numeric("Attention rollout (residual weight 0.5) of two one-head layers with weights "
-                "[[0.5, 0.5], [0, 1]] (layer 1) and [[1, 0], [0.5, 0.5]] (layer 2): how much of token 0 "
+                f"{_mat(a1[0])} (layer 1) and {_mat(a2[0])} (layer 2): how much of token 0 "
                 "reaches position 1?",
                 answer=rollout[1, 0].item(), tolerance=0.006,
                 why=f"Each layer becomes A = 0.5 W + 0.5 I, and R = A₂ A₁ gives {_g(rollout[1, 0].item())}.",
                 hint="Add the identity for the residual (A = 0.5 W + 0.5 I), then multiply layer 2's A by "
                      "layer 1's.",
                 mistakes=((no_residual[1, 0].item(), "That multiplies the raw weights; rollout adds the "
-                           "residual as 0.5 I first."),)),
+                           "residual as 0.5 I first."),
+                          ((r1 @ r2)[1, 0].item(), "That multiplies in the wrong order: later layers go on "
+                           "the left, R = A₂ A₁."),
+                          (r2[1, 0].item(), "That is layer 2 alone; rollout composes both layers."))),
         _mc("all-MiniLM-L6-v2 has 6 layers of 12 heads. How many heads does the chapter classify?",
             (f"{layers * heads}", True, f"Each of the {layers} layers has its own {heads} heads: {layers} × "
                                         f"{heads} = {layers * heads}."),
