@@ -212,6 +212,16 @@ def no_rescale(q, k_t, v, m, l, acc, allowed, qk_scale):
     return m_new, l + tl.sum(p, 1), acc + tl.dot(p.to(v.dtype), v)
 
 
+@triton.jit
+def no_guard(q, k_t, v, m, l, acc, allowed, qk_scale):
+    """The tile step without the guard for rows that have seen no key: NaN there."""
+    s = tl.where(allowed, tl.dot(q, k_t) * qk_scale, float("-inf"))
+    m_new = tl.maximum(m, tl.max(s, 1))
+    alpha = tl.math.exp2(m - m_new)
+    p = tl.math.exp2(s - m_new[:, None])
+    return m_new, l * alpha + tl.sum(p, 1), acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+
+
 # --- the registry and bad input -----------------------------------------------------------
 
 def test_import_attention_core_does_not_import_triton():
@@ -262,6 +272,8 @@ def test_the_exercise_checker_accepts_the_step_and_names_what_is_wrong():
     failed = check_triton_tile_update(no_rescale)
     assert not failed and "l, acc differ" in failed.message and "exp2(m - m_new)" in failed.message
     assert not check_triton_tile_update(lambda *args: args)  # not a @triton.jit function
+    unguarded = check_triton_tile_update(no_guard)
+    assert not unguarded and "see no key yet" in unguarded.message and "NaN" in unguarded.message
 
 
 # --- compiled, on a GPU -------------------------------------------------------------------

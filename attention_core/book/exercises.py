@@ -624,8 +624,11 @@ def check_triton_tile_update(student) -> Feedback:
     qk_scale) -> (m, l, acc)``: one key tile of the online softmax, as
     :func:`attention_core.nn.triton_flash.tile_update` (scores ``q k_t * qk_scale`` in base 2,
     ``-inf`` where not ``allowed``; new running max, ``l`` and ``acc`` rescaled by
-    ``exp2(m - m_new)``, plus the tile's row sums and ``p @ v``). Each case runs it under
-    Triton's interpreter (compiled on a GPU): three single tiles, then the whole kernel."""
+    ``exp2(m - m_new)``, plus the tile's row sums and ``p @ v``; a row with no allowed key
+    yet stays at ``m = -inf, l = 0, acc = 0``). Each case runs it under Triton's interpreter
+    on a CPU, compiled on a GPU of compute capability 8.0+ (where float32 products must be
+    exact: ``triton_flash.dot``, not plain ``tl.dot``, which uses TF32): four single tiles,
+    then the whole kernel."""
     triton_flash = importlib.import_module("attention_core.nn.triton_flash")  # triton on first use
     if type(student).__name__ not in ("JITFunction", "InterpretedFunction"):
         return Feedback(False, "check_triton_tile_update needs a @triton.jit function, "
@@ -637,9 +640,14 @@ def check_triton_tile_update(student) -> Feedback:
     cases = [("the first tile (m = -inf, l = 0, acc = 0)", fresh, torch.ones(16, 16, dtype=torch.bool)),
              ("a later tile whose scores raise the maximum", _tile_state(2, shift=4.0),
               torch.ones(16, 16, dtype=torch.bool)),
-             ("a causal tile on the diagonal", _tile_state(3), causal)]
+             ("a causal tile on the diagonal", _tile_state(3), causal),
+             ("a first tile whose first 4 rows see no key yet (causal, L > S)", fresh,
+              torch.ones(16, 16, dtype=torch.bool).tril(-4))]
     hints = {"m": "the new running max is max(m, the row max of this tile's allowed scores)",
-             "l": "l must be multiplied by exp2(m - m_new) before adding the row sums of p = exp2(s - m_new)",
+             "l": "l must be multiplied by exp2(m - m_new) before adding the row sums of "
+                  "p = exp2(s - m_new); "
+                  "a row with no allowed key yet keeps m_new = -inf, so subtract 0 there instead "
+                  "(exp2(-inf - -inf) is NaN)",
              "acc": "acc must be rescaled by the same exp2(m - m_new), then p @ v added"}
     for name, inputs, allowed in cases:
         expected = triton_flash.run_tile_update(triton_flash.tile_update, *inputs, allowed, scale)

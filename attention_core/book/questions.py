@@ -56,6 +56,11 @@ def _vec(x: torch.Tensor) -> str:
     return "(" + ", ".join(_g(v) for v in x.tolist()) + ")"
 
 
+def _mat(x: torch.Tensor) -> str:
+    """A matrix as ``[[0, 1], [0.5, 0.5]]``."""
+    return "[" + ", ".join("[" + ", ".join(_g(v) for v in row) + "]" for row in x.tolist()) + "]"
+
+
 # --- chapter 1 ---------------------------------------------------------------------------
 
 def ch01():
@@ -72,7 +77,7 @@ def ch01():
                 f"first key? Two decimals are enough.",
                 answer=w[0, 0].item(), tolerance=0.006,
                 why=f"The scores are {_vec((q @ k.T)[0])}, scaled by 1/√2, and the softmax gives "
-                    f"{_vec(w[0])}: keys 1 and 3 tie.",
+                    f"{_vec(w[0])}: the first and third keys tie.",
                 hint="Score each key with a dot product, divide by √d_k, then take the softmax of the row.",
                 mistakes=((unscaled[0, 0].item(), f"That is the softmax of the raw scores "
                                                   f"{_vec((q @ k.T)[0])}: "
@@ -102,8 +107,8 @@ def ch01():
             ("So that the weights sum to one", False,
              "The division by the row's sum already makes them sum to one, with or without the shift."),
             ("To give the largest score a weight of exactly 1", False,
-             "Its exp becomes 1, but the weight is that divided by the row's sum, so it stays below 1 "
-             "whenever other keys score close to it.")),
+             "Its exp becomes 1, but the weight is that divided by the row's sum, which also holds the "
+             "other keys' positive exps, so it stays below 1.")),
         _mc("Without a mask, can a softmax weight be exactly zero in exact arithmetic?",
             ("No: every exp is positive, so every key keeps some weight", True,
              "e^x > 0 for every finite x; only a mask (a score of −∞) removes a key (chapter 5)."),
@@ -125,7 +130,8 @@ def ch02():
     q = _tensor([[2.0, 2.0, 2.0, 2.0]])
     k = _tensor([[1.0, 1.0, 1.0, 1.0]])
     big, head = 1024, 64
-    measured = scaling.score_variance(head)
+    samples = 20_000
+    measured = scaling.score_variance(head, num_samples=samples)
     raw = (q @ k.T).item()
     scaled = raw / math.sqrt(q.shape[-1])
     return [
@@ -147,7 +153,7 @@ def ch02():
                 "What is the variance of the unscaled score q · k?",
                 answer=float(head), tolerance=0.5,
                 why=f"q · k is a sum of {head} independent products, each of variance 1: the variance is "
-                    f"d_k = {head} (the package measures {measured:.1f} over 20 000 random pairs).",
+                    f"d_k = {head} (the package measures {measured:.1f} over {samples:,} random pairs).",
                 hint="Var(Σ x_i y_i) is the sum of the variances of the products when they are independent.",
                 mistakes=((math.sqrt(head), f"{math.sqrt(head):g} = √{head} is the standard deviation, "
                                             "not the variance."),
@@ -206,12 +212,13 @@ def ch03():
             ("They change unpredictably", False,
              "Nothing in the computation depends on positions, so every output is the same vector, moved.")),
         Numeric(f"How much memory do one head's float32 attention weights take for L = {L} tokens, in MiB?",
-                answer=mib, tolerance=0.05 * mib, unit="MiB",
+                answer=mib, tolerance=0.005 * mib, unit="MiB",
                 why=f"L × L = {L * L:,} weights of {per} bytes: {_g(mib)} MiB, for one head of one "
                     "sequence in one layer.",
                 hint="The weights form an L × L matrix; a float32 takes 4 bytes; 1 MiB = 2²⁰ bytes.",
                 mistakes=((L * per / MiB, "That is L weights; the matrix has L × L of them."),
-                          (mib / 2, "That counts 2 bytes per weight (float16); the question says float32."))),
+                          (mib / 2, "That counts 2 bytes per weight (float16); the question says float32."),
+                          (L * L * per / 1e6, "That is in MB (10⁶ bytes); 1 MiB = 2²⁰ bytes."))),
         Numeric("Doubling the sequence length multiplies the memory of the score matrix by how much?",
                 answer=4.0, tolerance=0.01,
                 why="The score matrix is L × L: (2L)² = 4L².",
@@ -236,7 +243,7 @@ def ch04():
     no_bias = sum(p.numel() for p in multihead.MultiHeadAttention(d, h, bias=False).parameters())
     x = torch.zeros(2, 5, 3 * 4)
     split = tuple(split_heads(x, 3).shape)
-    merged = split_heads(x, 3).contiguous()  # an attention output: a fresh (B, h, T, E) tensor
+    merged = split_heads(x, 3).contiguous()  # an attention output: a fresh (B, H, T, E) tensor
     try:
         merged.transpose(1, 2).view(2, 5, 12)
         view_fails = False
@@ -261,19 +268,20 @@ def ch04():
             ("doubles", False, "The heads share the d_model columns of each projection; more heads means "
                                "narrower heads."),
             ("halves", False, "Narrower heads, but twice as many: the total is unchanged.")),
-        _mc("`split_heads` turns the projections of shape (B, T, h·E) into which shape?",
-            (f"(B, h, T, E), for example {split}", True,
-             "A view to (B, T, h, E) then a transpose of the T and h axes, so each head is a (T, E) slab."),
-            ("(B, T, h, E)", False,
+        _mc("`split_heads` turns the projections of shape (B, T, H·E) into which shape?",
+            (f"(B, H, T, E), for example {split}", True,
+             "A view to (B, T, H, E) then a transpose of the T and H axes, so each head is a (T, E) slab."),
+            ("(B, T, H, E)", False,
              "That is the view before the transpose; attention wants the heads as a batch axis before T."),
-            ("(B, h, E, T)", False, "The keys are transposed inside the score product, not when the heads "
+            ("(B, H, E, T)", False, "The keys are transposed inside the score product, not when the heads "
                                     "are split.")),
-        _mc("After attention you merge the heads of a (B, h, T, E) output with "
-            "`out.transpose(1, 2).view(B, T, h * E)`. What happens?",
+        _mc("After attention, `out = weights @ v` is a fresh, contiguous (B, H, T, E) tensor. You merge "
+            "its heads with `out.transpose(1, 2).view(B, T, H * E)`. What happens?",
             ("It raises: after the transpose the tensor is not contiguous; use reshape (or contiguous) "
              "instead", True,
              "A transpose only swaps strides; view needs memory laid out in the new order, and the "
-             "package's check confirms that this view raises."),
+             "package's check confirms that this view raises. (Some fused kernels return memory "
+             "already laid out as (B, T, H, E); do not rely on it, use reshape.)"),
             ("It works, view and reshape are the same", False,
              "reshape copies when it must; view never copies, so it refuses a non-contiguous tensor."),
             ("It works but mixes tokens of different heads", False,
@@ -314,14 +322,15 @@ def ch05():
              "the book and `F.scaled_dot_product_attention` use True = may attend."),
             (fmt(strict), False, "That leaves out the diagonal: a token may attend to itself."),
             (fmt([True] * L), False, "That is no mask at all: query 2 could read the future keys.")),
-        _mc(f"A padded query has every one of its {S} keys masked. What weights does "
-            "`ac.scaled_dot_product_attention` give that row?",
+        _mc(f"A query has every one of its {S} keys masked (say, the first position of a left-padded "
+            "sequence under a causal mask). What weights does `ac.scaled_dot_product_attention` give "
+            "that row?",
             ("All zeros, and a zero output", True,
-             "The package returns zero weights for a row with no allowed key, so padding contributes "
+             "The package returns zero weights for a row with no allowed key, so that row contributes "
              "nothing and nothing is NaN."),
             (f"Uniform, {_g(1 / S)} each", False,
              f"That is what the −10⁶ trick gives: every score of the row is equally low, so the softmax "
-             f"spreads the weight evenly ({_g(trick[0, 0].item())} each here), and a padded position "
+             f"spreads the weight evenly ({_g(trick[0, 0].item())} each here), and that position "
              f"reads an average of the values."),
             ("NaN", False, "That is what a plain softmax over a row of −∞ gives (0/0); the package guards "
                            "against it.")),
@@ -339,7 +348,7 @@ def ch05():
         Numeric(f"A row has the scores {_vec(scores[0, 0])} and the mask forbids the first key. What weight "
                 "does the second key get?",
                 answer=masked[0, 0, 1].item(), tolerance=0.006,
-                why=f"Only keys 2 and 3 remain: e⁰ / (e⁰ + e¹) = {_g(masked[0, 0, 1].item())}.",
+                why=f"Only the second and third keys remain: e⁰ / (e⁰ + e¹) = {_g(masked[0, 0, 1].item())}.",
                 hint="Drop the masked score, then take the softmax of what is left.",
                 mistakes=((unmasked[0, 0, 1].item(), "That is the weight without the mask; the masked "
                            "key's share goes to the allowed keys."),)),
@@ -394,8 +403,8 @@ def ch06():
                 mistakes=((unbiased[0, 0].item(), "That divides the variance by n − 1; LayerNorm divides by "
                                                   "n."),)),
         _mc("What distinguishes a pre-norm block from a post-norm one?",
-            ("Pre-norm normalises only the sublayer's input; the residual stream itself is never "
-             "normalised", True,
+            ("Pre-norm normalises only each sublayer's input; the residual stream is not normalised "
+             "inside the blocks (one final norm follows the last block)", True,
              "x + f(norm(x)) leaves a clean path from input to output, which is why deep pre-norm stacks "
              "train without a warm-up at moderate learning rates."),
             ("Pre-norm normalises the stream after each sublayer", False,
@@ -483,7 +492,7 @@ def ch08():
                 hint="Count the keys each query reads: min(i + 1, w).",
                 mistakes=((float(T * w), "The first queries have fewer than w keys before them."),)),
         _mc("You apply a sliding-window mask to ordinary dense attention. What does it save?",
-            ("Nothing in compute: the T × T scores are still computed, then masked", True,
+            ("Nothing, neither compute nor memory: the T × T scores are still computed, then masked", True,
              "Only a kernel that skips the masked entries (like the banded kernel, O(T w)) saves work."),
             ("The masked fraction of the compute", False, "The mask is applied after the scores exist."),
             ("Memory but not compute", False, "The full score matrix is still built.")),
@@ -511,7 +520,7 @@ def ch09():
     mha = kv_cache_bytes(layers, heads, head_dim, tokens) / MiB
     group = heads // kv_heads
     ids = repeat_kv(torch.arange(kv_heads).view(1, kv_heads, 1, 1), group)[0, :, 0, 0]
-    head = 13
+    head = 14  # 14 // 4 = 3, 14 // 8 = 1, 14 % 8 = 6: each mistake has its own answer
     reads = int(ids[head])
     return [
         Numeric(f"A model has {layers} layers, {heads} query heads, {kv_heads} key/value heads of d_k = "
@@ -613,8 +622,9 @@ def ch11():
     m, l_total, l1, m1 = trace[-1]["m"], trace[-1]["l"], trace[0]["l"], float(trace[0]["m"])
     no_rescale = float(l1) + sum(math.exp(float(x) - float(m)) for x in s[2:])
     q, k, v = (_randn(1, 64, 8, seed=i) for i in range(3))
+    atol = 1e-12
     exact = torch.allclose(flash_attention(q, k, v, block_q=16, block_k=16)[0],
-                           functional.scaled_dot_product_attention(q, k, v)[0], atol=1e-12)
+                           functional.scaled_dot_product_attention(q, k, v)[0], atol=atol)
     assert exact and torch.allclose(weights, functional.softmax(s))
     return [
         Numeric(f"The online softmax reads the scores {_vec(s)} two at a time. What is the running sum l "
@@ -623,7 +633,7 @@ def ch11():
                 why=f"After block 1: m = {_g(m1)}, l = {_g(float(l1))}. Block 2 raises m to {_g(float(m))}, "
                     f"so "
                     f"l is rescaled by e^({_g(m1)}−{_g(float(m))}) and the new terms added: "
-                    f"{_g(float(l_total))}.",
+                    f"{_g(float(l_total), 4)}.",
                 hint="When the maximum grows from m to m', multiply l by e^(m − m') before adding the new "
                      "terms.",
                 mistakes=((no_rescale, "That adds the new terms without rescaling the old sum by e^(m − "
@@ -636,8 +646,8 @@ def ch11():
             ("1/l", False, "The division by l happens once, at the end.")),
         _mc("Is FlashAttention-style tiling an approximation of attention?",
             ("No: it gives the same output, only never storing the T × T weights", True,
-             "The package's tiled kernel equals scaled_dot_product_attention to 10⁻¹² on a 64-token "
-             "example."),
+             f"The package's tiled kernel equals scaled_dot_product_attention to {atol:.0e} on a "
+             f"{q.shape[-2]}-token example."),
             ("Yes: it drops small weights", False, "Nothing is dropped; the rescaling keeps the sums exact."),
             ("Yes: it uses lower precision", False, "Precision is a separate choice; the algorithm is "
                                                     "exact.")),
@@ -657,23 +667,29 @@ def ch12():
     per_token = kv_memory_bytes(mla, 1) / 1024
     full = KVLayout(num_layers=32, num_kv_heads=8, head_dim=128)
     windowed = KVLayout(num_layers=32, num_kv_heads=8, head_dim=128, window=4096)
-    ratio = kv_memory_bytes(full, 32768) / kv_memory_bytes(windowed, 32768)
+    tokens, query_heads = 32768, 32
+    ratio = kv_memory_bytes(full, tokens) / kv_memory_bytes(windowed, tokens)
     return [
-        Numeric("MLA as in DeepSeek-V3: 61 layers, a latent of d_c = 512 and a rotary key of d_R = 64 per "
-                "token and layer, float16. How many KiB of cache per token?",
+        Numeric(f"MLA as in DeepSeek-V3: {mla.num_layers} layers, a latent of d_c = {mla.kv_latent_dim} and "
+                f"a rotary key of d_R = {mla.rope_dim} per token and layer, float16. How many KiB of cache "
+                "per token?",
                 answer=per_token, tolerance=0.01 * per_token, unit="KiB",
-                why=f"61 × (512 + 64) × 2 bytes = {_g(per_token, 4)} KiB (`kv_memory_bytes`): one latent, "
+                why=f"{mla.num_layers} × ({mla.kv_latent_dim} + {mla.rope_dim}) × 2 bytes = "
+                    f"{_g(per_token, 4)} KiB (`kv_memory_bytes`): one latent, "
                     "no separate keys and values.",
                 hint="Numbers per token and layer: d_c + d_R; times the layers; times 2 bytes.",
                 mistakes=((2 * per_token, "MLA caches one latent from which both keys and values are "
                            "rebuilt: no factor 2."),)),
-        Numeric("Mistral-like: 32 layers, 8 key/value heads of 128, a sliding window of 4096. At 32 768 "
-                "tokens, how many times smaller is its cache than with full attention?",
+        Numeric(f"Mistral-like: {full.num_layers} layers, {query_heads} query heads and {full.num_kv_heads} "
+                f"key/value heads of d_k = {full.head_dim}, a sliding window of {windowed.window}. At "
+                f"{tokens:,} tokens, how many times smaller is its cache than with full attention?",
                 answer=ratio, tolerance=0.01,
-                why=f"The rolling buffer keeps {4096} tokens instead of 32 768: {_g(ratio)} times smaller.",
+                why=f"The rolling buffer keeps {windowed.window} tokens instead of {tokens:,}: {_g(ratio)} "
+                    "times smaller.",
                 hint="A window caps the cache at w tokens per layer.",
-                mistakes=((4.0, "That is the GQA factor (32/8); both models here use the same 8 key/value "
-                                "heads."),)),
+                mistakes=((query_heads / full.num_kv_heads,
+                           f"That is the GQA factor ({query_heads}/{full.num_kv_heads}); both models here "
+                           f"use the same {full.num_kv_heads} key/value heads."),)),
         _mc("A model trained with full attention runs with a rolling window and breaks once the window rolls "
             "past its first tokens. Why?",
             ("It parks weight on its first tokens (sinks); once they leave the window that weight has "
@@ -689,7 +705,8 @@ def ch12():
             ("Nothing ever", False, "The last block of a sequence is usually only partly filled.")),
         _mc("What can the delta rule do that plain linear attention cannot?",
             ("Overwrite the value stored for a key, by writing a correction", True,
-             "S ← S + β (v − S k) kᵀ replaces the old value; linear attention only adds."),
+             "U ← U + β kᵀ (v − k U) replaces the value stored under k; linear attention only adds, "
+             "U ← U + kᵀ v."),
             ("Store an unbounded number of keys", False, "Its state has a fixed size."),
             ("Compute exact softmax attention", False, "It is a different, recurrent memory.")),
     ]
@@ -698,26 +715,32 @@ def ch12():
 # --- chapter 13 --------------------------------------------------------------------------
 
 def ch13():
-    a1 = _tensor([[[0.5, 0.5], [0.0, 1.0]]])  # (H=1, T, T)
-    a2 = _tensor([[[1.0, 0.0], [0.5, 0.5]]])
+    a1 = _tensor([[[0.0, 1.0], [0.5, 0.5]]])  # (H=1, T, T)
+    a2 = _tensor([[[1.0, 0.0], [1.0, 0.0]]])
     rollout = interpret.attention_rollout([a1, a2])
     no_residual = a2[0] @ a1[0]
+    eye = torch.eye(2, dtype=torch.float64)
+    r1, r2 = 0.5 * a1[0] + 0.5 * eye, 0.5 * a2[0] + 0.5 * eye  # each layer with its residual
     layers, heads = 6, 12
     return [
         Numeric("Attention rollout (residual weight 0.5) of two one-head layers with weights "
-                "[[0.5, 0.5], [0, 1]] (layer 1) and [[1, 0], [0.5, 0.5]] (layer 2): how much of token 0 "
+                f"{_mat(a1[0])} (layer 1) and {_mat(a2[0])} (layer 2): how much of token 0 "
                 "reaches position 1?",
                 answer=rollout[1, 0].item(), tolerance=0.006,
                 why=f"Each layer becomes A = 0.5 W + 0.5 I, and R = A₂ A₁ gives {_g(rollout[1, 0].item())}.",
                 hint="Add the identity for the residual (A = 0.5 W + 0.5 I), then multiply layer 2's A by "
                      "layer 1's.",
                 mistakes=((no_residual[1, 0].item(), "That multiplies the raw weights; rollout adds the "
-                           "residual as 0.5 I first."),)),
-        _mc("all-MiniLM-L6-v2 has 6 layers of 12 heads. How many heads does the chapter classify?",
+                           "residual as 0.5 I first."),
+                          ((r1 @ r2)[1, 0].item(), "That multiplies in the wrong order: later layers go on "
+                           "the left, R = A₂ A₁."),
+                          (r2[1, 0].item(), "That is layer 2 alone; rollout composes both layers."))),
+        _mc(f"all-MiniLM-L6-v2 has {layers} layers of {heads} heads. How many heads does the chapter "
+            "classify?",
             (f"{layers * heads}", True, f"Each of the {layers} layers has its own {heads} heads: {layers} × "
                                         f"{heads} = {layers * heads}."),
             (f"{heads}", False, "That is one layer's heads."),
-            (f"{layers + heads}", False, "Every layer has its own 12 heads: multiply.")),
+            (f"{layers + heads}", False, f"Every layer has its own {heads} heads: multiply.")),
         _mc("The most attended token in many heads is [CLS]. Replacing it barely changes the output. What "
             "follows?",
             ("Attention is not explanation: weight received is not importance; test importance "

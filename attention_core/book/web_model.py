@@ -82,8 +82,8 @@ MIN_QUANTISED = 2 ** 16
 class WebMiniLM(nn.Module):
     """The encoder with the two outputs the page needs, as one graph.
 
-    ``forward(input_ids (B, L), attention_mask (B, L))`` -> ``(attentions (N, B, H, L, L),
-    embedding (B, D))``, N layers stacked. It runs :class:`BertEncoder`'s own ``embed`` and
+    ``forward(input_ids (B, L), attention_mask (B, L))`` -> ``(attentions (num_layers, B, H, L, L),
+    embedding (B, D))``, the layers stacked. It runs :class:`BertEncoder`'s own ``embed`` and
     layers, but not its input checks: they read the ids' values (``.item()``), which
     ``torch.export`` cannot trace, and the page checks its input itself.
     """
@@ -140,8 +140,8 @@ def blockwise_int8(weight: np.ndarray, axis: int, block: int) -> tuple[np.ndarra
     """``weight`` (2-D float) in blocks of ``block`` consecutive entries along ``axis`` ->
     ``(q int8, scale float16)``, one scale per block: ``weight ~= q * scale``, ``|q| <= 127``.
 
-    ``axis=0``: ``(K, M)`` -> ``q (K/block, block, M)``, ``scale (K/block, 1, M)``;
-    ``axis=1``: ``(V, D)`` -> ``q (V, D/block, block)``, ``scale (V, D/block, 1)``.
+    ``axis=0``: ``(rows, cols)`` -> ``q (rows/block, block, cols)``, ``scale (rows/block, 1, cols)``;
+    ``axis=1``: ``(vocab_size, D)`` -> ``q (vocab_size, D/block, block)``, ``scale (vocab_size, D/block, 1)``.
     ``block`` must divide ``weight.shape[axis]``.
     """
     if weight.ndim != 2 or axis not in (0, 1) or weight.shape[axis] % block:
@@ -160,10 +160,11 @@ def quantise_weights(src, dst, ops=("MatMul", "Gather"), matmul_block: int = MAT
                      embedding_block: int = EMBEDDING_BLOCK) -> int:
     """Store the weights of the ONNX model ``src`` as int8 in ``dst``; return how many.
 
-    Each ``MatMul`` weight ``W (K, M)`` becomes int8 in blocks of ``matmul_block`` rows of
-    a column, each block with its own float16 scale (:func:`blockwise_int8`), turned back
-    into float32 by ``Cast``, ``Mul`` and ``Reshape`` (constants, which ONNX Runtime folds
-    once when it loads the model). Each embedding table (a ``Gather`` of rows) becomes
+    Each ``MatMul`` weight ``W (in_features, out_features)`` becomes int8 in blocks of
+    ``matmul_block`` rows of a column, each block with its own float16 scale
+    (:func:`blockwise_int8`), turned back into float32 by ``Cast``, ``Mul`` and ``Reshape``
+    (constants: ONNX Runtime in Python folds them once at load; the web page keeps them int8
+    in memory and decodes them at each run). Each embedding table (a ``Gather`` of rows) becomes
     int8 in blocks of ``embedding_block`` entries of a row; only the rows looked up are
     scaled back. Activations stay float32: unlike ONNX Runtime's dynamic quantisation,
     nothing is rounded at run time, only the weights, once. Weights under
@@ -203,7 +204,8 @@ def _constants(graph, **arrays) -> None:
 
 
 def _dequantised_matmul_weight(graph, name: str, weight: np.ndarray, block: int) -> list:
-    """Nodes that compute the float32 ``weight (K, M)`` named ``name`` from int8 blocks."""
+    """Nodes that compute the float32 ``weight (in_features, out_features)`` named ``name``
+    from int8 blocks."""
     block = block if weight.shape[0] % block == 0 else weight.shape[0]
     q, scale = blockwise_int8(weight, axis=0, block=block)
     _constants(graph, **{f"{name}_int8": q, f"{name}_scale": scale,
@@ -215,7 +217,7 @@ def _dequantised_matmul_weight(graph, name: str, weight: np.ndarray, block: int)
 
 
 def _dequantised_rows(graph, name: str, weight: np.ndarray, rows: str, out: str, block: int) -> list:
-    """Nodes that look up ``rows`` of the table ``weight (V, D)``, stored as int8 blocks,
+    """Nodes that look up ``rows`` of the table ``weight (vocab_size, D)``, stored as int8 blocks,
     and scale them back: ``out = weight[rows]`` (shape ``rows.shape + (D,)``)."""
     block = block if weight.shape[1] % block == 0 else weight.shape[1]
     q, scale = blockwise_int8(weight, axis=1, block=block)

@@ -354,7 +354,7 @@ def _teacher_forced(model: Seq2Seq, y: torch.Tensor, u0: torch.Tensor, h: torch.
     # Bahdanau: the context of step t enters the GRU of step t, so the steps stay in order;
     # only their readout is batched. The additive score's key half, e W_h, is the same at
     # every step: computed once.
-    keys = model.score.W_h(h) if isinstance(model.score, AdditiveScore) else None  # (B, S, A)
+    keys = model.score.W_h(h) if isinstance(model.score, AdditiveScore) else None  # (B, S, attention_dim)
     state, states, contexts, weights = u0, [], [], []
     for t in range(T):
         if keys is None:

@@ -1,5 +1,5 @@
 """Chapter 11: FlashAttention as a GPU kernel, written in Triton (Tillet et al., 2019): the
-forward pass of FlashAttention-2 (Dao, 2023) and its backward pass, which recomputes the
+forward pass of FlashAttention-2 by Dao (2023) and its backward pass, which recomputes the
 attention weights tile by tile from the saved log-sum-exp.
 
 :func:`~attention_core.nn.flash.flash_attention` is the same algorithm as a Python loop over
@@ -22,7 +22,7 @@ The scores are kept in base-2 units (``s * log2(e)``, so ``exp`` becomes the che
 
 Shape legend: ``...`` batch dims, H query heads, Hkv key/value heads (dividing H; query head
 ``h`` reads kv head ``h // G``, G = H / Hkv), L query length, S key length, E query/key dim
-per head (d_k), Ev value dim per head (d_v), N the batch dims flattened, Bq query tile (block
+per head (d_k), Ev value dim per head (d_v), B the batch dims flattened, Bq query tile (block
 of rows), Bk key tile, BE/BEv E/Ev padded to a power of two.
 """
 
@@ -298,8 +298,8 @@ def _strides(x: torch.Tensor) -> tuple[int, ...]:
 
 
 def _forward(q, k, v, is_causal, scale, block_m, block_n, update):
-    """``q (N, H, L, E)``, ``k (N, Hkv, S, E)``, ``v (N, Hkv, S, Ev)`` ->
-    ``(output (N, H, L, Ev), log-sum-exp (N, H, L) float32)``."""
+    """``q (B, H, L, E)``, ``k (B, Hkv, S, E)``, ``v (B, Hkv, S, Ev)`` ->
+    ``(output (B, H, L, Ev), log-sum-exp (B, H, L) float32)``."""
     N, H, L, E = q.shape
     Hkv, S, Ev = k.size(1), k.size(2), v.size(3)
     out = q.new_empty((N, H, L, Ev))
@@ -315,10 +315,10 @@ def _forward(q, k, v, is_causal, scale, block_m, block_n, update):
 
 def _backward(do, q, k, v, out, lse, is_causal, scale, block_m, block_n):
     """Gradients ``(dq, dk, dv)`` of the loss with respect to ``q, k, v`` given ``do =
-    dLoss/dout (N, H, L, Ev)``: FlashAttention-2's backward, recomputing P from ``lse``."""
+    dLoss/dout (B, H, L, Ev)``: FlashAttention-2's backward, recomputing P from ``lse``."""
     N, H, L, E = q.shape
     Hkv, S, Ev = k.size(1), k.size(2), v.size(3)
-    delta = (do.float() * out.float()).sum(-1).contiguous()  # (N, H, L) rowsum(dO * O)
+    delta = (do.float() * out.float()).sum(-1).contiguous()  # (B, H, L) rowsum(dO * O)
     dq = torch.empty((N, H, L, E), device=q.device, dtype=q.dtype)
     dk = torch.empty((N, Hkv, S, E), device=q.device, dtype=k.dtype)
     dv = torch.empty((N, Hkv, S, Ev), device=q.device, dtype=v.dtype)
@@ -339,7 +339,7 @@ def _backward(do, q, k, v, out, lse, is_causal, scale, block_m, block_n):
 
 
 class TritonFlashAttention(torch.autograd.Function):
-    """Forward and backward of :func:`triton_attention_lse` on ``(N, H, L, E)`` tensors.
+    """Forward and backward of :func:`triton_attention_lse` on ``(B, H, L, E)`` tensors.
 
     Saves ``q, k, v``, the output and the log-sum-exp (O(L) numbers per head, not the
     L x S weights); the log-sum-exp is not differentiable (its gradient is refused)."""
@@ -396,7 +396,7 @@ def _check_inputs(query, key, value, attn_mask, is_causal, scale) -> None:
 
 
 def _as_heads(x: torch.Tensor) -> torch.Tensor:
-    """``(..., H, T, E)`` -> ``(N, H, T, E)`` (a view where possible); ``(T, E)`` -> ``(1, 1, T, E)``."""
+    """``(..., H, T, E)`` -> ``(B, H, T, E)`` (a view where possible); ``(T, E)`` -> ``(1, 1, T, E)``."""
     return x.reshape(1, 1, *x.shape) if x.dim() == 2 else x.reshape(-1, *x.shape[-3:])
 
 

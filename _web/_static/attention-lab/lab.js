@@ -46,12 +46,13 @@ const svgEl = (tag, attrs = {}) => {
   return node;
 };
 const fmt = (x, digits = 2) => x.toFixed(digits);
-const twoDigits = (x) => String(Number(x.toPrecision(2)));  // 0.0763 -> "0.076"
 
 // The model's precision and its measured cost, from meta.json (written when the site was built).
+// The bound is meta.tolerance, the measured maximum rounded up, never below what was measured.
 function describe(meta) {
-  return `Model: ${meta.precision}. Over the book's ${meta.sentences.length} sentences its attention ` +
-    `weights differ from the book's float32 model by at most ${twoDigits(meta.max_abs_diff_attention)}.`;
+  return `Model: ${meta.precision}. Measured with ONNX Runtime in Python when the site was built, over ` +
+    `the book's ${meta.sentences.length} sentences, its attention weights differ from the book's ` +
+    `float32 model by at most ${meta.tolerance}.`;
 }
 const mb = (bytes) => `${(bytes / 1e6).toFixed(bytes < 1e7 ? 1 : 0)} MB`;
 

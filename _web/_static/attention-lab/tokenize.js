@@ -46,5 +46,6 @@ export function unknownNote(encoded) {
   const unknown = encoded.tokens.filter((t) => t === "[UNK]").length;
   if (unknown === 0) return "";
   return `${unknown} token${unknown > 1 ? "s are" : " is"} [UNK]: the vocabulary has no piece ` +
-    "for that character (emoji and rare symbols), so the model sees one unknown token instead.";
+    "for some character (emoji and rare symbols), so the model sees one unknown token for each " +
+    "word that contains one, the letters around it included.";
 }
