@@ -74,8 +74,8 @@ ATTENTION_FUNCTIONS: dict[str, AttentionFunction] = {
 - ``"lsh"``: :func:`~attention_core.nn.sparse.lsh_attention`; needs ``num_buckets``;
   options ``chunk_size``, ``num_hashes``, ``seed``; ``key`` must be ``query`` (Reformer
   shares them); weights None.
-- ``"triton"`` (only where Triton is installed): :func:`triton_attention`, FlashAttention-2
-  as a Triton kernel (:mod:`~attention_core.nn.triton_flash`: compiled on a CUDA GPU of
+- ``"triton"`` (only where Triton is installed): ``triton_attention``, FlashAttention-2
+  as a Triton kernel (``attention_core.nn.triton_flash``: compiled on a CUDA GPU of
   compute capability 8.0+, else run by Triton's CPU interpreter); ``query (..., H, L, E)``
   against ``key``/``value (..., Hkv, S, E)`` with Hkv dividing H; options ``is_causal``,
   ``scale``, ``block_m``, ``block_n``; an ``attn_mask`` is refused (ValueError); weights None.
