@@ -100,12 +100,13 @@ def split_solution(code: str, where: str) -> dict:
     first = fn.body[0]
     if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and len(fn.body) > 1:
         first = fn.body[1]  # a docstring stays with the prompt
-    header = lines[fn.lineno - 1:first.lineno - 1]
+    start = min((d.lineno for d in fn.decorator_list), default=fn.lineno)  # @triton.jit stays
+    header = lines[start - 1:first.lineno - 1]
     body = lines[first.lineno - 1:fn.end_lineno]
     indent = re.match(r"\s*", body[0]).group(0)
     source = "\n".join(header + [indent + "# BEGIN SOLUTION", *body, indent + "# END SOLUTION"])
     return {"imports": imports, "name": name, "function": source, "checker": checker,
-            "reference": "\n".join(lines[fn.lineno - 1:fn.end_lineno])}
+            "reference": "\n".join(lines[start - 1:fn.end_lineno])}
 
 
 def chapter_exercises(path: Path) -> list[dict]:
