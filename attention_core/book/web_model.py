@@ -52,12 +52,16 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-import onnx
-import onnxruntime
-import onnxscript
 import torch
-from onnx import TensorProto, helper, numpy_helper
 from torch import nn
+
+try:  # the export and its checks need them; the constants (chapter 13 in Colab) do not
+    import onnx
+    import onnxruntime
+    import onnxscript
+    from onnx import TensorProto, helper, numpy_helper
+except ImportError:  # Colab and Binder have no onnx: only the export refuses to run
+    onnx = onnxruntime = onnxscript = TensorProto = helper = numpy_helper = None
 
 from ..models import pretrained
 from ..models.measure import one_thread
@@ -301,6 +305,13 @@ def _write(path: Path, data: bytes) -> None:
     path.chmod(0o644)
 
 
+def _need_onnx() -> None:
+    """Raise a clear error where onnx, onnxscript or onnxruntime is missing."""
+    if onnx is None or onnxruntime is None or onnxscript is None:
+        raise ImportError("attention_core.book.web_model needs onnx, onnxscript and onnxruntime "
+                          "(pinned in the book's requirements.txt) to export or check the model")
+
+
 def export_minilm(out_dir, model_dir=None, float32_path=None, log=None) -> dict:
     """Write ``model.onnx``, ``tokenizer.json`` and ``meta.json`` (the module docstring's
     contract) into ``out_dir``; return the meta dict.
@@ -311,6 +322,7 @@ def export_minilm(out_dir, model_dir=None, float32_path=None, log=None) -> dict:
     each step's time (default: nothing). Raises ``ValueError`` if the model exceeds
     :data:`MAX_BYTES`.
     """
+    _need_onnx()
     if not isinstance(out_dir, (str, os.PathLike)):
         raise TypeError(f"out_dir must be a directory path (str or Path), got {out_dir!r}")
     with one_thread():  # small forward passes; steady on a busy machine
