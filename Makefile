@@ -11,6 +11,9 @@ MATHJAX := _vendor/_static/mathjax/tex-svg.js
 WEB_LIBS := _vendor/_static/onnxruntime-web/ort-wasm-simd-threaded.wasm
 # The build typesets math into SVG with MathJax under Node (_ext/tex2svg.js, _ext/site_pages.py).
 MATHJAX_NODE := $(VENV)/mathjax-node/node_modules/mathjax-full/package.json
+# PurgeCSS and Lightning CSS for the site's one stylesheet (_ext/site_css.py), at the versions
+# of _ext/site-tools/package-lock.json.
+SITE_TOOLS := $(VENV)/site-tools/node_modules/.package-lock.json
 # `make bench ONLY="flash sdpa"` re-runs some benchmarks and keeps the rest of results.json.
 BOOK_FLAGS := --all -W -n --keep-going
 
@@ -19,7 +22,7 @@ BOOK_FLAGS := --all -W -n --keep-going
 
 FIGURES := figures/_generated/logo.png
 
-setup: $(STAMP) $(MATHJAX) $(WEB_LIBS) $(MATHJAX_NODE) $(FIGURES)
+setup: $(STAMP) $(MATHJAX) $(WEB_LIBS) $(MATHJAX_NODE) $(SITE_TOOLS) $(FIGURES)
 
 $(FIGURES): figures/make_logo.py $(STAMP)
 	$(PY) figures/make_logo.py
@@ -57,6 +60,12 @@ $(WEB_LIBS): package.json package-lock.json
 
 $(MATHJAX_NODE): $(STAMP)
 	npm install --silent --no-audit --no-fund --prefix $(VENV)/mathjax-node mathjax-full@$(MATHJAX_VERSION)
+	touch $@
+
+$(SITE_TOOLS): _ext/site-tools/package.json _ext/site-tools/package-lock.json $(STAMP)
+	mkdir -p $(VENV)/site-tools
+	cp _ext/site-tools/package.json _ext/site-tools/package-lock.json $(VENV)/site-tools/
+	cd $(VENV)/site-tools && npm ci --silent --no-audit --no-fund
 	touch $@
 
 # jupyter-cache re-executes a page when its cells change, not when the package (or the

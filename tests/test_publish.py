@@ -24,7 +24,9 @@ from conftest import CHAPTERS, ROOT, chromium, need_chromium
 
 sys.path.insert(0, str(ROOT / "_ext"))
 import explorer_frames
+import site_css
 import site_pages
+from fontTools.ttLib import TTFont
 
 WORKFLOW = ROOT / ".github" / "workflows" / "publish.yml"
 CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
@@ -136,6 +138,59 @@ def test_files_no_page_requests_are_left_out(site):
     for name, text in zip(pages(site), texts, strict=True):
         loads_index = "searchindex.js" in text
         assert loads_index == (name.name == "search.html"), f"{name.name}: search index {loads_index}"
+
+
+# ---------------------------------------------------------------- one stylesheet a page
+def test_every_page_links_one_stylesheet_and_no_script_blocks_it(site):
+    """A phone's first paint waits for every stylesheet in the head and every script that is
+    neither deferred nor inline: one of each kind at most (site_css.py)."""
+    sheets = set()
+    for page in pages(site):
+        head = page.read_text(encoding="utf-8").partition("</head>")[0]
+        links = site_css.STYLESHEET.findall(head)
+        assert len(links) == 1, f"{page.relative_to(site)}: {len(links)} stylesheets"
+        sheets.add(site_css.site_path(page.relative_to(site).as_posix(), links[0]))
+        blocking = re.findall(r'<script(?![^>]*\b(?:defer|async|type="module"))[^>]*\bsrc="([^"]+)"', head)
+        if page.name != "search.html":  # the search page runs its search as it loads
+            assert not blocking, f"{page.relative_to(site)}: {blocking}"
+    assert all((site / s).is_file() for s in sheets), sheets
+    # the in-browser model's page loads its own stylesheet when the reader starts it
+    others = {p.relative_to(site).as_posix() for p in site.rglob("*.css")} - sheets
+    assert others <= {"_static/attention-lab/style.css"}, f"stylesheets no page links: {others}"
+
+
+def test_every_icon_a_page_shows_has_its_rule_and_its_glyph(site):
+    """The purge keeps the rule of every Font Awesome icon a page names, and the cut fonts
+    keep its glyph: an icon whose glyph was cut away shows as an empty box."""
+    css = next((site / "_static" / "styles").glob("site-*.css")).read_text(encoding="utf-8")
+    face = r'@font-face\{[^}]*font-family:"([^"]+)"[^}]*font-weight:(\d+)[^}]*url\(([^)]+)\)'
+    faces = re.findall(face, css)
+    cmaps = {(family, weight): set(TTFont(site / "_static" / "styles" / url).getBestCmap())
+             for family, weight, url in faces}
+    fonts = {f.stat().st_size for f in (site / "_static" / "vendor" / "fontawesome" / "webfonts").iterdir()}
+    assert sum(fonts) < 30_000, f"icon fonts {sorted(fonts)} bytes: not cut to the icons the site uses"
+    icons = set()
+    for page in pages(site):
+        for classes in re.findall(r'<i class="([^"]*\bfa-[^"]*)"', page.read_text(encoding="utf-8")):
+            names = classes.split()
+            style = ("brands" if {"fa-brands", "fab"} & set(names) else
+                     "regular" if {"fa-regular", "far"} & set(names) else "solid")
+            icons.update((style, n) for n in names if n.startswith("fa-") and n not in
+                         {"fa-solid", "fa-brands", "fa-regular", "fa-lg", "fa-fw", "fa-sm"})
+    assert len(icons) >= 10, icons
+    families = {"solid": ("Font Awesome 6 Free", "900"), "regular": ("Font Awesome 6 Free", "400"),
+                "brands": ("Font Awesome 6 Brands", "400")}
+    glyphs = {}  # icon class -> its character, from rules such as .fa-bars:before{content:"..."}
+    for selectors, body in re.findall(r"([^{}]+)\{([^{}]*)\}", css):
+        char = re.search(r'(?:content|--fa):"(.)"', body)
+        for selector in selectors.split(",") if char else []:
+            glyphs[selector.strip().removesuffix(":before")] = char[1]
+    missing = []
+    for style, name in sorted(icons):
+        char = glyphs.get(f".{name}")
+        if char is None or ord(char) not in cmaps[families[style]]:
+            missing.append(f"{style} {name}: {'no rule' if char is None else 'no glyph'}")
+    assert not missing, missing
 
 
 MATH_BOX = re.compile(r'<div class="math notranslate nohighlight"[^>]*>')
