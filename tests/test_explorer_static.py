@@ -18,12 +18,13 @@ from docutils import nodes
 
 from attention_core.book import explorers
 from attention_core.book.explorers.static import BREAKPOINT_PX, player_js, static_html
+from attention_core.book.render import COLUMN_CSS_PX
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "_ext"))
 import explorer_frames  # noqa: E402
 
-COLUMN_PX = {"wide": 730, "narrow": 358}  # content column on a 1280 px desktop, a 390 px phone
+COLUMN_PX = {"wide": COLUMN_CSS_PX["desktop"], "narrow": COLUMN_CSS_PX["phone"]}  # the content columns
 FLOOR_PX = 9
 SITE = ROOT / "_build" / "html"
 CHAPTERS = sorted(p.stem for p in (ROOT / "chapters").glob("*.ipynb"))
@@ -165,7 +166,7 @@ console.log(JSON.stringify(out));
 
 
 @pytest.mark.skipif(shutil.which("node") is None, reason="needs node")
-@pytest.mark.parametrize("width", [700, 358])
+@pytest.mark.parametrize("width", [700, COLUMN_CSS_PX["phone"]])
 def test_player_picks_the_layout_and_follows_dependent_ranges(tmp_path, width):
     explorer = explorers.tiling_explorer(seq_lens=(8, 16), blocks=(4, 8))
     frames = json.loads(re.search(r'class="ac-frames">(.*?)</script>', static_html(explorer)).group(1))

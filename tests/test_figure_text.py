@@ -1,6 +1,6 @@
 """Every figure's text: nothing cut at the image's edge, nothing running over another
-panel, and nothing under 9 CSS px where it is shown (a phone's 358 px column, a
-desktop's 676 px one). The checks themselves (attention_core.book.render.text_problems,
+panel, and nothing under 9 CSS px where it is shown (a phone's column, a
+desktop's one: render.COLUMN_CSS_PX). The checks themselves (attention_core.book.render.text_problems,
 check_shown_size) on figures made to fail them; the static figures' renderings
 (viz.figure, pyplot figures on the website, with a phone rendering where their text
 would be too small); and every chapter's explorer at a sample of its states, in both
@@ -107,13 +107,17 @@ def test_text_clipped_to_its_axes_is_measured_as_drawn():
 
 
 def test_shown_size_in_css_px():
-    assert shown_text_px(12, 551, COLUMN_CSS_PX["phone"]) == pytest.approx(12 * 358 / 551)
-    assert shown_text_px(12, 300, 358) == 12, "never scaled up"
+    phone = COLUMN_CSS_PX["phone"]
+    assert phone == 343, "a 390 px phone's column, its vertical scrollbar taken"
+    assert shown_text_px(12, 551, phone) == pytest.approx(12 * 343 / 551)
+    assert shown_text_px(12, 300, phone) == 12, "never scaled up"
     check_shown_size(15.6, 525, "narrow", ("phone",))
-    with pytest.raises(FigureTextError, match=r"ch13: smallest text 7\.8 CSS px on a phone"):
+    with pytest.raises(FigureTextError, match=r"ch13: smallest text 7\.5 CSS px on a phone \(343 px"):
         check_shown_size(12, 551, "ch13")
+    with pytest.raises(FigureTextError, match=r"smallest text 8\.9 CSS px on a phone"):
+        check_shown_size(13.6, 525, "just under at 343 px, over at 358 px")
     with pytest.raises(ValueError, match="natural_width"):
-        shown_text_px(12, 0, 358)
+        shown_text_px(12, 0, phone)
 
 
 def test_a_formatter_error_reaches_the_cell_while_the_website_is_built():

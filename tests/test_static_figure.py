@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "_ext"))
 import explorer_frames  # noqa: E402
 
-COLUMN_PX = {"wide": 730, "narrow": 358}  # content column on a 1280 px desktop, a 390 px phone
+COLUMN_PX = {"wide": render.COLUMN_CSS_PX["desktop"], "narrow": render.COLUMN_CSS_PX["phone"]}
 FLOOR_PX = 9
 
 

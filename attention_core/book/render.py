@@ -27,20 +27,23 @@ from typing import Any
 import matplotlib
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.legend import Legend
+from matplotlib.text import Text
+from matplotlib.transforms import Affine2D, Bbox
 from PIL import Image
 
 LAYOUTS = ("wide", "narrow")
 """The layouts every figure and panel can draw."""
 
 LAYOUT_STYLE = {
-    # shown at about 730 CSS px (desktop content column): 720 px at 100 dpi, scale 1;
-    # the smallest text (8 pt) is 11 px
+    # shown in a desktop's 676 CSS px column (COLUMN_CSS_PX): 720 px at 100 dpi, scale
+    # 0.94; the smallest text (8 pt = 11.1 px) is 10.4 CSS px there
     "wide": {"dpi": 100, "width": 7.2,
              "rc": {"font.size": 9, "axes.titlesize": 9, "axes.labelsize": 9,
                     "xtick.labelsize": 8, "ytick.labelsize": 8, "legend.fontsize": 8,
                     "figure.titlesize": 10}},
-    # shown at about 358 CSS px (a 390 px phone): 525 px at 150 dpi, scale 0.68;
-    # the smallest text (7.5 pt = 15.6 px) is 10.6 CSS px there
+    # shown at 343 CSS px (a 390 px phone's column, COLUMN_CSS_PX): 525 px at 150 dpi,
+    # scale 0.65; the smallest text (7.5 pt = 15.6 px) is 10.2 CSS px there
     "narrow": {"dpi": 150, "width": 3.5,
                "rc": {"font.size": 8.5, "axes.titlesize": 8.5, "axes.labelsize": 8,
                       "xtick.labelsize": 7.5, "ytick.labelsize": 7.5, "legend.fontsize": 7.5,
@@ -189,9 +192,10 @@ def data_uri(png: bytes) -> str:
 
 # --- text checks: nothing cut at an edge or over another panel, nothing too small -------
 
-COLUMN_CSS_PX = {"phone": 358, "desktop": 676}
-"""Width in CSS px of the content column a figure is shown in (a 390 px phone, a 1280 px
-desktop)."""
+COLUMN_CSS_PX = {"phone": 343, "desktop": 676}
+"""Width in CSS px of the content column a figure is shown in: a 390 px phone (343 px,
+the page's side margins and a 15 px vertical scrollbar taken), a 1280 px desktop. The
+one place these widths are set: the build's checks and the tests read them here."""
 
 TEXT_FLOOR_CSS_PX = 9.0
 """The smallest text a figure may show, CSS px as displayed (:func:`shown_text_px`)."""
@@ -234,9 +238,6 @@ def _drawn_texts(figure: Figure) -> list[tuple[Any, Any]]:
     """``(text, owner)`` for every text artist a draw of ``figure`` shows: titles, axis
     labels, the tick labels of drawn ticks, annotations, legends; ``owner`` is the
     axes it belongs to, or the figure."""
-    from matplotlib.legend import Legend
-    from matplotlib.text import Text
-
     out, tick_texts = [], set()
     for ax in figure.get_axes():
         for axis in ax._axis_map.values():
@@ -262,8 +263,6 @@ def _drawn_texts(figure: Figure) -> list[tuple[Any, Any]]:
 def _panel_area(ax, renderer):
     """The area of ``ax`` that text must not run over: its frame where it has axes
     drawn, else the union of what it draws (a diagram drawn with its axis off)."""
-    from matplotlib.transforms import Bbox
-
     if ax.axison and ax.get_frame_on():
         return ax.bbox
     boxes = [a.get_window_extent(renderer) for a in (*ax.images, *ax.patches, *ax.collections, *ax.lines)
@@ -312,7 +311,6 @@ def text_problems(figure: Figure, saved=None) -> list[str]:
     for text, owner in _drawn_texts(figure):
         box = text.get_window_extent(renderer)
         if text.get_clip_on() and text.get_clip_box() is not None:
-            from matplotlib.transforms import Bbox
             clipped = Bbox.intersection(box, text.get_clip_box())
             if clipped is None:
                 continue  # clipped away entirely: not drawn
@@ -344,8 +342,6 @@ def text_problems(figure: Figure, saved=None) -> list[str]:
 
 def tight_bbox(figure: Figure, pad_inches: float | None = None):
     """The area ``savefig(bbox_inches="tight")`` saves of the drawn ``figure``, in display px."""
-    from matplotlib.transforms import Affine2D
-
     renderer = figure.canvas.get_renderer()
     pad = matplotlib.rcParams["savefig.pad_inches"] if pad_inches is None else pad_inches
     box = figure.get_tightbbox(renderer).padded(pad)  # inches

@@ -1,11 +1,12 @@
 """Every chapter: static figures that read well on a desktop and on a phone.
 
 A chapter figure of several panels side by side is drawn for a desktop's content column
-(about 730 CSS px); a phone shows it at about 358 px, where its text would shrink to 4-6
-px. :func:`figure` draws a figure twice, like an explorer's frames: ``draw(fig,
-layout)`` puts the panels side by side (``layout="wide"``, 720 px) or stacked
-(``"narrow"``, 525 px shown at 358 px), each under the rcParams of
-:data:`attention_core.book.render.LAYOUT_STYLE`. What a notebook shows:
+(676 CSS px, :data:`~attention_core.book.render.COLUMN_CSS_PX`); a phone shows it in its
+343 px column, where its text would shrink to 4-6 px. :func:`figure` draws a figure
+twice, like an explorer's frames: ``draw(fig, layout)`` puts the panels side by side
+(``layout="wide"``, 720 px) or stacked (``"narrow"``, 525 px shown at the phone's
+343 px), each under the rcParams of :data:`attention_core.book.render.LAYOUT_STYLE`.
+What a notebook shows:
 
 * in a live kernel (Jupyter, Colab, Binder): the wide figure, as an ordinary PNG;
 * when the website is built (:func:`~attention_core.models.site_build.building_website`): a
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import html
 import math
+import textwrap
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -33,6 +35,7 @@ import matplotlib.pyplot as plt
 from IPython import get_ipython
 from IPython.display import display
 from matplotlib.figure import Figure
+from matplotlib.text import Text
 
 from ...models.site_build import building_website
 from ..render import (
@@ -218,14 +221,38 @@ def _phone_px(rendering: Mapping[str, Any]) -> float:
     return shown_text_px(rendering["min_text_px"], rendering["width"], COLUMN_CSS_PX["phone"])
 
 
+def _headings(fig: Figure) -> list[Text]:
+    """The texts of ``fig`` that run across it: its suptitle, and each axes' titles and
+    x label."""
+    texts = [fig._suptitle] if getattr(fig, "_suptitle", None) is not None else []
+    for ax in fig.get_axes():
+        texts += [ax.title, ax._left_title, ax._right_title, ax.xaxis.label]
+    return [t for t in texts if t.get_visible() and " " in t.get_text()]
+
+
+def _wrap_headings(fig: Figure, originals: dict[int, tuple[Text, str]]) -> None:
+    """Break each heading (:func:`_headings`) wider than ``fig`` into lines that fit it,
+    from its text as it was (kept in ``originals``, to be put back): a phone rendering
+    is narrower than the title a wide figure had room for, and a title running past the
+    figure would widen the cropped image and shrink all its text on a phone."""
+    renderer = fig.canvas.get_renderer()
+    room = 0.92 * fig.bbox.width
+    for text in _headings(fig):
+        original = originals.setdefault(id(text), (text, text.get_text()))[1]
+        text.set_text(original)
+        width = text.get_window_extent(renderer).width
+        if width > room:
+            text.set_text(textwrap.fill(" ".join(original.split()), max(8, int(len(original) * room / width))))
+
+
 def narrow_rendering(fig: Figure, name: str, wide: Mapping[str, Any], tries: int = 3) -> dict[str, Any]:
     """A phone rendering of a pyplot figure drawn once: the same figure made narrower
-    (same height, same text in points, at the narrow layout's dpi, laid out again by
-    constrained layout), so that its text is at least
-    :data:`~attention_core.book.render.TEXT_FLOOR_CSS_PX` in a phone's column; checked
-    like the wide one. The figure is left as it was."""
+    (same height, same text in points, at the narrow layout's dpi, titles too wide for
+    it broken into lines, laid out again by constrained layout), so that its text is at
+    least :data:`~attention_core.book.render.TEXT_FLOOR_CSS_PX` in a phone's column;
+    checked like the wide one. The figure is left as it was."""
     size, dpi, engine = fig.get_size_inches().copy(), fig.dpi, fig.get_layout_engine()
-    width_in = size[0]
+    width_in, originals = size[0], {}
     try:
         if engine is None:
             fig.set_layout_engine("constrained")
@@ -234,11 +261,14 @@ def narrow_rendering(fig: Figure, name: str, wide: Mapping[str, Any], tries: int
         for _ in range(tries):
             width_in *= min(0.97, shown / (TEXT_FLOOR_CSS_PX * 1.03))
             fig.set_size_inches(width_in, size[1])
+            _wrap_headings(fig, originals)
             shown = _phone_px(rendering(fig, small=True, tight=True))
             if shown >= TEXT_FLOOR_CSS_PX:
                 break
         return checked_rendering(fig, f"{name}, phone rendering", "phone", tight=True)
     finally:
+        for text, original in originals.values():
+            text.set_text(original)
         fig.set_dpi(dpi)
         fig.set_size_inches(*size)
         fig.set_layout_engine(engine)
