@@ -171,6 +171,39 @@ def test_a_pyplot_figure_too_small_on_a_phone_gets_a_phone_rendering():
     assert html.count("<source") == 1 and 'data-layout="narrow"' in html
 
 
+def test_a_title_too_wide_for_the_phone_rendering_is_broken_into_lines():
+    """Chapter 1's entropy bars (4.6 inches wide): its title runs past the narrower phone
+    figure, which would widen the cropped image and leave its text at 8.8 CSS px on a
+    phone; the phone rendering breaks the title into balanced lines instead."""
+    fig = new_figure((4.6, 3.0), 100)
+    ax = fig.subplots()
+    ax.bar(range(10), torch.rand(10).tolist())
+    tokens = ["the", "cat", "sat", "on", "the", "mat", "because", "it", "was", "tired"]
+    ax.set_xticks(range(10), tokens, rotation=45, ha="right")
+    ax.tick_params(labelsize=8)  # 8.3 CSS px on a phone, drawn once
+    title = "Entropy per query, against the uniform maximum"
+    ax.set(title=title, xlabel="query", ylabel="entropy (nats)")
+    renderings = figures.plain_figure_renderings(fig)
+    narrow = renderings["narrow"]
+    assert shown_text_px(narrow["min_text_px"], narrow["width"], COLUMN_CSS_PX["phone"]) >= TEXT_FLOOR_CSS_PX
+    assert ax.get_title() == title, "the figure is left as it was"
+    captured = {}
+    original = figures.rendering
+
+    def spy(figure, small=True, tight=False):
+        captured.setdefault("titles", []).append(ax.get_title())
+        return original(figure, small, tight)
+
+    figures.rendering = spy
+    try:
+        figures.narrow_rendering(fig, "entropy bars", renderings["wide"])
+    finally:
+        figures.rendering = original
+    lines = captured["titles"][-1].split("\n")
+    assert len(lines) >= 2 and " ".join(lines) == title, lines
+    assert min(len(line) for line in lines) >= len(title) / (len(lines) + 1), f"balanced lines: {lines}"
+
+
 def test_a_pyplot_figure_legible_on_a_phone_keeps_one_rendering():
     fig = new_figure((3.4, 2.4), 100)
     fig.subplots().plot([1, 2, 3])

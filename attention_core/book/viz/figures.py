@@ -230,19 +230,34 @@ def _headings(fig: Figure) -> list[Text]:
     return [t for t in texts if t.get_visible() and " " in t.get_text()]
 
 
+def _balanced_lines(words: str, lines: int) -> str:
+    """``words`` broken into at most ``lines`` lines, the longest as short as can be."""
+    for width in range(math.ceil(len(words) / lines), len(words) + 1):
+        wrapped = textwrap.wrap(words, width)
+        if len(wrapped) <= lines:
+            return "\n".join(wrapped)
+    return words
+
+
 def _wrap_headings(fig: Figure, originals: dict[int, tuple[Text, str]]) -> None:
     """Break each heading (:func:`_headings`) wider than ``fig`` into lines that fit it,
     from its text as it was (kept in ``originals``, to be put back): a phone rendering
     is narrower than the title a wide figure had room for, and a title running past the
-    figure would widen the cropped image and shrink all its text on a phone."""
+    figure would widen the cropped image and shrink all its text on a phone. Lines are
+    balanced (no last word alone on a line) where they fit."""
     renderer = fig.canvas.get_renderer()
     room = 0.92 * fig.bbox.width
     for text in _headings(fig):
         original = originals.setdefault(id(text), (text, text.get_text()))[1]
         text.set_text(original)
         width = text.get_window_extent(renderer).width
-        if width > room:
-            text.set_text(textwrap.fill(" ".join(original.split()), max(8, int(len(original) * room / width))))
+        if width <= room:
+            continue
+        words, fewest = " ".join(original.split()), math.ceil(width / room)
+        for lines in range(fewest, fewest + 4):  # the fewest lines of even length that fit
+            text.set_text(_balanced_lines(words, lines))
+            if text.get_window_extent(renderer).width <= room:
+                break
 
 
 def narrow_rendering(fig: Figure, name: str, wide: Mapping[str, Any], tries: int = 3) -> dict[str, Any]:
