@@ -193,9 +193,10 @@ def data_uri(png: bytes) -> str:
 # --- text checks: nothing cut at an edge or over another panel, nothing too small -------
 
 COLUMN_CSS_PX = {"phone": 343, "desktop": 676}
-"""Width in CSS px of the content column a figure is shown in: a 390 px phone (343 px,
-the page's side margins and a 15 px vertical scrollbar taken), a 1280 px desktop. The
-one place these widths are set: the build's checks and the tests read them here."""
+"""Width in CSS px of the content column a figure is shown in (a 390 px phone, whose page
+leaves 343 px once its side margins and a 15 px vertical scrollbar are taken, and a
+1280 px desktop). The one place these widths are set; the build's checks and the tests
+read them here."""
 
 TEXT_FLOOR_CSS_PX = 9.0
 """The smallest text a figure may show, CSS px as displayed (:func:`shown_text_px`)."""
