@@ -38,6 +38,7 @@ BUILT = sorted({str(p.relative_to(SITE).with_suffix("")) for p in SITE.rglob("*.
 WIDTHS = {"desktop": 1280, "phone": 390}
 MIN_TEXT_PX = 9
 SINGLE_PHONE_MIN_TEXT_PX = 7  # a one-panel figure with no narrow rendering, on a phone
+PHONE_SCREEN_PX = 844  # the height of a 390 px wide phone's screen (iPhone 12 to 14)
 
 
 class QuietHandler(http.server.SimpleHTTPRequestHandler):
@@ -163,6 +164,9 @@ const done = arguments[arguments.length - 1];
             shown: img.naturalWidth ? min * img.clientWidth / img.naturalWidth : null,
             natural: img.naturalWidth, client: img.clientWidth};
   });
+  // (a'') each explorer's height, its controls and its figure together, in CSS px
+  out.explorerHeights = [...document.querySelectorAll('.ac-explorer')]
+    .map(e => Math.ceil(e.getBoundingClientRect().height));
   // (a') static figures (attention_core.book.viz.figures): the rendering the browser picked,
   // its smallest text in CSS px as shown, and how many panels it puts side by side
   const figs = [...document.querySelectorAll('.ac-figure img')];
@@ -289,6 +293,19 @@ def test_explorer_text_is_legible(server, reader, name):
         assert frame["min"] is not None, f"{name}: explorer image without data-min-text-px: {frame}"
         assert frame["shown"] is not None and frame["shown"] >= MIN_TEXT_PX, (
             f"{name} at {reader[0]} px: explorer text {frame['shown']} CSS px < {MIN_TEXT_PX}: {frame}")
+
+
+@pytest.mark.parametrize("name", BUILT)
+def test_explorers_fit_a_phone_screen(server, reader, name):
+    """On a phone (390 x 844), an explorer, its controls and its figure, is no taller than
+    the screen, so the figure stays in sight while the reader drags a control."""
+    width, _ = reader
+    if width >= 600:
+        pytest.skip("a desktop's screen shows the wide figure beside nothing but text")
+    page = measure(server, reader, name)
+    for height in page["explorerHeights"]:
+        assert height <= PHONE_SCREEN_PX, (
+            f"{name} at {width} px: an explorer {height} px tall, taller than a {PHONE_SCREEN_PX} px screen")
 
 
 @pytest.mark.parametrize("name", BUILT)

@@ -149,11 +149,17 @@ def test_an_explorer_not_yet_shown_sends_nothing(kernel, explorer):
                          ids=["ch12", "ch8", "ch2"])
 def test_named_choices_are_dropdowns_that_show_the_whole_name(make):
     """A slider's readout cuts a long name ("GQA-8 + window + sinks") in JupyterLab; a
-    drop-down as wide as its longest name shows it whole, in ipywidgets 7 and 8."""
+    drop-down as wide as its longest name shows it whole, in ipywidgets 7 and 8. An
+    on/off control (chapter 2's scaling) is a checkbox."""
     live = make()
     for name, control in zip(live.controls, live.widget().controls):
         values = live.controls[name]
-        if all(isinstance(v, str) for v in values):
+        if set(values) == {"on", "off"}:  # on/off: a checkbox, as on the website
+            assert isinstance(control, widgets.Checkbox), name
+            assert control.value == (live.values[name] == "on") and control.description == live.labels[name]
+            control.value = not control.value
+            assert live.values[name] == ("on" if control.value else "off"), "the explorer follows"
+        elif all(isinstance(v, str) for v in values):
             assert isinstance(control, widgets.Dropdown), name
             assert [label for label, _ in control.options] == values
             assert control.layout.width == "max-content" and control.layout.max_width == "100%"

@@ -4,6 +4,7 @@ neighbouring values give the same picture, and the site build writing the frames
 files instead of base64 in the page."""
 
 import base64
+import html
 import json
 import re
 import shutil
@@ -17,12 +18,13 @@ from docutils import nodes
 
 from attention_core.book import explorers
 from attention_core.book.explorers.static import BREAKPOINT_PX, player_js, static_html
+from attention_core.book.render import COLUMN_CSS_PX
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "_ext"))
 import explorer_frames  # noqa: E402
 
-COLUMN_PX = {"wide": 730, "narrow": 358}  # content column on a 1280 px desktop, a 390 px phone
+COLUMN_PX = {"wide": COLUMN_CSS_PX["desktop"], "narrow": COLUMN_CSS_PX["phone"]}  # the content columns
 FLOOR_PX = 9
 SITE = ROOT / "_build" / "html"
 CHAPTERS = sorted(p.stem for p in (ROOT / "chapters").glob("*.ipynb"))
@@ -93,7 +95,7 @@ def test_static_view_carries_sizes_and_accessible_controls():
     assert f'data-min-text-px="{wide["min_text_px"]}"' in img and 'data-layout="wide"' in img
     assert data["breakpoint"] == BREAKPOINT_PX
     assert 'aria-label="key blocks read" aria-valuetext="2"' in page
-    assert "<output>2</output>" in page
+    assert '<output style="width:1.5ch">2</output>' in page, "a readout as wide as the widest value"
     assert "height:44px" in page, "touch-sized sliders on a phone"
     # key blocks read depends on the length and block size before it: one list per setting
     assert data["labels"][2] == {"0,0": ["1", "2"], "0,1": ["1"], "1,0": ["1", "2", "3", "4"],
@@ -138,8 +140,11 @@ function el(attrs) {
     addEventListener(t, f) { this.handlers[t] = f; }};
   return e;
 }
-const inputs = data.start.map((v) => Object.assign(el({}), {value: String(v), max: "0"}));
+const kinds = data.kinds || data.start.map(() => "range");
 const outputs = data.start.map(() => ({textContent: ""}));
+const inputs = data.start.map((v, n) => Object.assign(el({}), {type: kinds[n], value: String(v), max: "0",
+  checked: kinds[n] === "checkbox" && v === 1, dataset: {on: "1", off: "0"},
+  parentNode: {querySelector() { return kinds[n] === "range" ? outputs[n] : null; }}}));
 const img = el({src: "first"});
 const root = {dataset: {}, clientWidth: width,
   querySelector(s) { return s.startsWith("script") ? {textContent: JSON.stringify(data.frames)} : img; },
@@ -152,14 +157,16 @@ const snap = () => ({src: img.attrs.src, layout: img.dataset.layout, minText: im
   valuetext: inputs.map((i) => i.attrs["aria-valuetext"]), max: inputs.map((i) => i.max)});
 const out = [snap()];
 for (const [n, v] of data.moves) {
-  inputs[n].value = String(v); inputs[n].handlers.input(); out.push(snap());
+  if (inputs[n].type === "checkbox") { inputs[n].checked = v === 1; inputs[n].handlers.change(); }
+  else { inputs[n].value = String(v); inputs[n].handlers[inputs[n].type === "range" ? "input" : "change"](); }
+  out.push(snap());
 }
 console.log(JSON.stringify(out));
 """
 
 
 @pytest.mark.skipif(shutil.which("node") is None, reason="needs node")
-@pytest.mark.parametrize("width", [700, 358])
+@pytest.mark.parametrize("width", [700, COLUMN_CSS_PX["phone"]])
 def test_player_picks_the_layout_and_follows_dependent_ranges(tmp_path, width):
     explorer = explorers.tiling_explorer(seq_lens=(8, 16), blocks=(4, 8))
     frames = json.loads(re.search(r'class="ac-frames">(.*?)</script>', static_html(explorer)).group(1))
@@ -183,3 +190,36 @@ def test_player_picks_the_layout_and_follows_dependent_ranges(tmp_path, width):
     assert states[1]["readouts"] == ["16", "8", "2"] and states[1]["max"][2] == 1
     assert states[2]["readouts"] == ["8", "8", "1"] and states[2]["max"][2] == 0  # clamped
     assert len({s["src"] for s in states}) == 3
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="needs node")
+def test_player_follows_a_toggle_and_a_drop_down(tmp_path):
+    """Chapter 5's causal mask is a checkbox (on/off) and chapter 12's variant a drop-down:
+    the player reads them as the sliders, and the frame follows."""
+    explorer = explorers.masking_explorer(["the", "cat", "sat", "on", "the", "mat"], d_model=8)
+    page = static_html(explorer)
+    assert re.search(r'<label class="ac-control ac-toggle"><input type="checkbox" data-on="1" data-off="0" '
+                     r'checked> <span>causal mask</span></label>', page)
+    assert page.count('type="range"') == 2 and "<select" not in page
+    frames = json.loads(re.search(r'class="ac-frames">(.*?)</script>', page).group(1))
+    player = tmp_path / "player.js"
+    player.write_text(player_js())
+    state = tmp_path / "state.json"  # 6 tokens, 2 padded, causal on; then causal off, then 1 padded
+    kinds = ["range", "range", "checkbox"]
+    moves = [[2, 0], [1, 1]]
+    state.write_text(json.dumps({"frames": frames, "start": [2, 2, 1], "kinds": kinds, "moves": moves}))
+    result = subprocess.run(["node", "-e", PLAYER_HARNESS, str(state), "700", str(player)],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    states = json.loads(result.stdout)
+    index, images = frames["layouts"]["wide"]["index"], frames["layouts"]["wide"]["images"]
+    assert [s["src"] for s in states] == [images[index[k]] for k in ("2,2,1", "2,2,0", "2,1,0")]
+    assert states[1]["readouts"][:2] == ["6", "2"] and states[2]["readouts"][:2] == ["6", "1"]
+
+    choices = explorers.kv_memory_explorer(contexts=(1024, 8192))
+    page = static_html(choices)
+    names = list(choices.controls["variant"])
+    options = re.findall(r'<option value="(\d+)"( selected)?>([^<]*)</option>', page)
+    assert [o[2] for o in options] == [html.escape(n) for n in names]
+    assert [o[0] for o in options if o[1]] == [str(names.index(choices.values["variant"]))]
+    assert '<label class="ac-control ac-choice"><span>variant</span> <select>' in page

@@ -8,6 +8,7 @@ import pytest
 import yaml
 from bs4 import BeautifulSoup
 
+from attention_core.book.render import COLUMN_CSS_PX
 from conftest import CHAPTERS, ROOT
 
 TOC_FILES = [f for f in re.findall(r"file:\s*(\S+)", (ROOT / "_toc.yml").read_text())
@@ -53,7 +54,7 @@ def test_chapter_page_has_figures_and_no_errors(site, chapter):
     assert "Explorer(" not in text, "an explorer fell back to its text view"
 
 
-COLUMN_PX = {"wide": 730, "narrow": 358}  # content column on a 1280 px desktop, a 390 px phone
+COLUMN_PX = {"wide": COLUMN_CSS_PX["desktop"], "narrow": COLUMN_CSS_PX["phone"]}  # the content columns
 FIGURE_FLOOR_PX = 9
 SINGLE_PHONE_FLOOR_PX = 7  # a one-panel figure drawn once, on a phone
 

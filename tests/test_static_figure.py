@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "_ext"))
 import explorer_frames  # noqa: E402
 
-COLUMN_PX = {"wide": 730, "narrow": 358}  # content column on a 1280 px desktop, a 390 px phone
+COLUMN_PX = {"wide": render.COLUMN_CSS_PX["desktop"], "narrow": render.COLUMN_CSS_PX["phone"]}
 FLOOR_PX = 9
 
 
@@ -96,14 +96,17 @@ def test_pyplot_figures_are_measured_on_the_website():
         ax.imshow(np.eye(4))
         ax.set_title("identity", fontsize=6)
     fig.colorbar(axes[0].images[0], ax=axes[-1])  # a colorbar is not a panel
-    page = figures.plain_figure_html(fig)
-    plt.close(fig)
-    img = re.search(r"<img [^>]*>", page).group(0)
-    assert "<source" not in page, "drawn once: one rendering"
+    wide = figures.rendering(fig, small=True, tight=True)
+    img = re.search(r"<img [^>]*>", figures.picture_html({"wide": wide}, figures.figure_alt(fig))).group(0)
     assert 'data-panels-across="3"' in img
     min_text_px = float(re.search(r'data-min-text-px="([\d.]+)"', img).group(1))
     assert min_text_px == pytest.approx(6 * 100 / 72, abs=0.01)
     assert 'alt="Figure: identity."' in img
+    # 6 pt text in a 9 inch figure is under 9 CSS px on a desktop: the website's build stops, naming it
+    too_small = r"figure 'Figure: identity.': smallest text \d\.\d CSS px on a desktop"
+    with pytest.raises(render.WebsiteFigureError, match=too_small):
+        figures.plain_figure_html(fig)
+    plt.close(fig)
 
 
 def test_panels_across_counts_rows_not_grid_cells():

@@ -17,6 +17,7 @@ and the explorers (:mod:`~attention_core.book.explorers`).
 from __future__ import annotations
 
 import base64
+import contextlib
 import inspect
 import io
 import math
@@ -26,20 +27,23 @@ from typing import Any
 import matplotlib
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.legend import Legend
+from matplotlib.text import Text
+from matplotlib.transforms import Affine2D, Bbox
 from PIL import Image
 
 LAYOUTS = ("wide", "narrow")
 """The layouts every figure and panel can draw."""
 
 LAYOUT_STYLE = {
-    # shown at about 730 CSS px (desktop content column): 720 px at 100 dpi, scale 1;
-    # the smallest text (8 pt) is 11 px
+    # shown in a desktop's 676 CSS px column (COLUMN_CSS_PX): 720 px at 100 dpi, scale
+    # 0.94; the smallest text (8 pt = 11.1 px) is 10.4 CSS px there
     "wide": {"dpi": 100, "width": 7.2,
              "rc": {"font.size": 9, "axes.titlesize": 9, "axes.labelsize": 9,
                     "xtick.labelsize": 8, "ytick.labelsize": 8, "legend.fontsize": 8,
                     "figure.titlesize": 10}},
-    # shown at about 358 CSS px (a 390 px phone): 525 px at 150 dpi, scale 0.68;
-    # the smallest text (7.5 pt = 15.6 px) is 10.6 CSS px there
+    # shown at 343 CSS px (a 390 px phone's column, COLUMN_CSS_PX): 525 px at 150 dpi,
+    # scale 0.65; the smallest text (7.5 pt = 15.6 px) is 10.2 CSS px there
     "narrow": {"dpi": 150, "width": 3.5,
                "rc": {"font.size": 8.5, "axes.titlesize": 8.5, "axes.labelsize": 8,
                       "xtick.labelsize": 7.5, "ytick.labelsize": 7.5, "legend.fontsize": 7.5,
@@ -184,3 +188,184 @@ def save_png(figure: Figure, small: bool = True, tight: bool = False) -> dict[st
 def data_uri(png: bytes) -> str:
     """``png`` as a ``data:image/png;base64,...`` URI: an image inside the page."""
     return "data:image/png;base64," + base64.b64encode(png).decode()
+
+
+# --- text checks: nothing cut at an edge or over another panel, nothing too small -------
+
+COLUMN_CSS_PX = {"phone": 343, "desktop": 676}
+"""Width in CSS px of the content column a figure is shown in (a 390 px phone, whose page
+leaves 343 px once its side margins and a 15 px vertical scrollbar are taken, and a
+1280 px desktop). The one place these widths are set; the build's checks and the tests
+read them here."""
+
+TEXT_FLOOR_CSS_PX = 9.0
+"""The smallest text a figure may show, CSS px as displayed (:func:`shown_text_px`)."""
+
+_EDGE_SLACK_PX = 1.0  # antialiasing: a glyph's box may touch the edge by a pixel
+_OVERLAP_PX = 1.5  # two boxes that share less than this in x or y do not overlap
+
+
+class FigureTextError(ValueError):
+    """A figure whose text is cut at its edge, overlaps another panel, or is too small
+    where it is shown; the message names the figure and each problem."""
+
+
+class WebsiteFigureError(BaseException):
+    """A :class:`FigureTextError` met while the website is built, raised from a display
+    formatter. IPython's formatters print and swallow every ``Exception``; this one is a
+    ``BaseException`` so that it reaches the cell that shows the figure: the chapter's
+    execution fails and the build stops, naming the chapter and the figure."""
+
+
+@contextlib.contextmanager
+def stop_website_build():
+    """Inside it, a :class:`FigureTextError` becomes a :class:`WebsiteFigureError`."""
+    try:
+        yield
+    except FigureTextError as error:
+        raise WebsiteFigureError(str(error)) from error
+
+
+def shown_text_px(text_px: float, natural_width: float, column_px: float) -> float:
+    """Text of ``text_px`` (px at an image's natural size, ``points * dpi / 72``) in CSS
+    px as displayed in a column ``column_px`` wide: images are scaled down to fit the
+    column, never up."""
+    if natural_width <= 0:
+        raise ValueError(f"natural_width must be > 0, got {natural_width!r}")
+    return text_px * min(1.0, column_px / natural_width)
+
+
+def _drawn_texts(figure: Figure) -> list[tuple[Any, Any]]:
+    """``(text, owner)`` for every text artist a draw of ``figure`` shows: titles, axis
+    labels, the tick labels of drawn ticks, annotations, legends; ``owner`` is the
+    axes it belongs to, or the figure."""
+    out, tick_texts = [], set()
+    for ax in figure.get_axes():
+        for axis in ax._axis_map.values():
+            for tick in axis.majorTicks + axis.minorTicks:
+                tick_texts.update((id(tick.label1), id(tick.label2)))
+            if ax.get_visible() and axis.get_visible() and ax.axison:
+                out += [(label, ax) for tick in axis._update_ticks() if tick.get_visible()
+                        for label in (tick.label1, tick.label2) if label.get_visible()]
+    hidden = {id(t) for legend in figure.findobj(Legend) if not legend.get_visible()
+              for t in (*legend.get_texts(), legend.get_title())}
+    labels = {id(text): ax for ax in figure.get_axes() for axis in ax._axis_map.values()
+              for text in (axis.label, axis.offsetText)}  # an axis label knows no axes
+    for artist in figure.findobj(Text, include_self=False):
+        if id(artist) in tick_texts or id(artist) in hidden or not artist.get_visible():
+            continue
+        owner = artist.axes or labels.get(id(artist), figure)
+        if owner is not figure and not owner.get_visible():
+            continue
+        out.append((artist, owner))
+    return [(t, o) for t, o in out if t.get_text().strip()]
+
+
+def _panel_area(ax, renderer):
+    """The area of ``ax`` that text must not run over: its frame where it has axes
+    drawn, else the union of what it draws (a diagram drawn with its axis off)."""
+    if ax.axison and ax.get_frame_on():
+        return ax.bbox
+    boxes = [a.get_window_extent(renderer) for a in (*ax.images, *ax.patches, *ax.collections, *ax.lines)
+             if a.get_visible()]
+    boxes = [b for b in boxes if b.width > 0 and b.height > 0 and _finite(b)]
+    if not boxes:
+        return None
+    union = Bbox.union(boxes)
+    return Bbox.intersection(union, ax.bbox)
+
+
+def _finite(box) -> bool:
+    return all(math.isfinite(v) for v in (box.x0, box.y0, box.x1, box.y1))
+
+
+def _overlap(a, b) -> bool:
+    return (min(a.x1, b.x1) - max(a.x0, b.x0) > _OVERLAP_PX
+            and min(a.y1, b.y1) - max(a.y0, b.y0) > _OVERLAP_PX)
+
+
+def _related(a, b) -> bool:
+    """Panels that share their place on purpose: twins, insets, a colorbar of the other."""
+    if a is b:
+        return True
+    if any(y in getattr(x, "child_axes", []) for x, y in ((a, b), (b, a))):
+        return True
+    is_axes = all(hasattr(x, "get_shared_x_axes") for x in (a, b))
+    return is_axes and tuple(a.bbox.bounds) == tuple(b.bbox.bounds)  # twinx, twiny
+
+
+def _describe(text, owner, figure: Figure) -> str:
+    axes = figure.get_axes()
+    where = f"panel {axes.index(owner) + 1}" if owner in axes else "the figure"
+    return f"{text.get_text()!r} ({where})"
+
+
+def text_problems(figure: Figure, saved=None) -> list[str]:
+    """What is wrong with the text of a drawn ``figure`` (its canvas drawn since its last
+    change): each text cut at the edge of the saved image ``saved`` (a ``Bbox`` in
+    display px; default the whole figure, as an explorer's frames and ``savefig``
+    without ``bbox_inches`` save it), each text running over another panel's area, and
+    each pair of texts of different panels that overlap. ``[]`` when all is well."""
+    renderer = figure.canvas.get_renderer()
+    saved = saved or figure.bbox
+    texts = []
+    for text, owner in _drawn_texts(figure):
+        box = text.get_window_extent(renderer)
+        if text.get_clip_on() and text.get_clip_box() is not None:
+            clipped = Bbox.intersection(box, text.get_clip_box())
+            if clipped is None:
+                continue  # clipped away entirely: not drawn
+            box = clipped
+        if box.width <= 0 or box.height <= 0:
+            continue
+        texts.append((text, owner, box))
+    problems = []
+    for text, owner, box in texts:
+        cut = {"left": saved.x0 - box.x0, "right": box.x1 - saved.x1,
+               "bottom": saved.y0 - box.y0, "top": box.y1 - saved.y1}
+        for side, px in cut.items():
+            if px > _EDGE_SLACK_PX:
+                problems.append(f"{_describe(text, owner, figure)} cut at the {side} edge by {px:.0f} px")
+    axes = [ax for ax in figure.get_axes() if ax.get_visible()]
+    areas = {id(ax): _panel_area(ax, renderer) for ax in axes}
+    for text, owner, box in texts:
+        for ax in axes:
+            area = areas[id(ax)]
+            if area is not None and not _related(owner, ax) and _overlap(box, area):
+                problems.append(f"{_describe(text, owner, figure)} runs over panel "
+                                f"{figure.get_axes().index(ax) + 1}")
+    for i, (t1, o1, b1) in enumerate(texts):
+        for t2, o2, b2 in texts[i + 1:]:
+            if not _related(o1, o2) and _overlap(b1, b2):
+                problems.append(f"{_describe(t1, o1, figure)} overlaps {_describe(t2, o2, figure)}")
+    return problems
+
+
+def tight_bbox(figure: Figure, pad_inches: float | None = None):
+    """The area ``savefig(bbox_inches="tight")`` saves of the drawn ``figure``, in display px."""
+    renderer = figure.canvas.get_renderer()
+    pad = matplotlib.rcParams["savefig.pad_inches"] if pad_inches is None else pad_inches
+    box = figure.get_tightbbox(renderer).padded(pad)  # inches
+    return box.transformed(Affine2D().scale(figure.dpi))
+
+
+def check_text(figure: Figure, name: str, saved=None) -> None:
+    """Raise :class:`FigureTextError` naming ``name`` and every problem
+    :func:`text_problems` finds in the drawn ``figure``."""
+    problems = text_problems(figure, saved)
+    if problems:
+        raise FigureTextError(f"{name}: text cut or overlapping: " + "; ".join(problems))
+
+
+def check_shown_size(min_text_px: float | None, natural_width: int, name: str,
+                     columns=("phone", "desktop")) -> None:
+    """Raise :class:`FigureTextError` when text of ``min_text_px`` (px at natural size)
+    in an image ``natural_width`` px wide falls under :data:`TEXT_FLOOR_CSS_PX` as
+    shown in any of ``columns`` (keys of :data:`COLUMN_CSS_PX`)."""
+    if min_text_px is None:
+        return
+    for column in columns:
+        shown = shown_text_px(min_text_px, natural_width, COLUMN_CSS_PX[column])
+        if shown < TEXT_FLOOR_CSS_PX:
+            raise FigureTextError(f"{name}: smallest text {shown:.1f} CSS px on a {column} "
+                                  f"({COLUMN_CSS_PX[column]} px column), under {TEXT_FLOOR_CSS_PX:g}")

@@ -91,7 +91,7 @@ def scaling_explorer(d_ks=(1, 4, 16, 64, 256, 1024), num_keys: int = 16) -> Expl
         partial(panels.scaling_panel, d_ks=d_ks, mean_entropy=mean_entropy, num_keys=num_keys),
         compute, {"d_k": d_ks, "scaling": ["on", "off"]}, initial={"d_k": preferred(d_ks, 64)},
         labels={"d_k": "key width d_k", "scaling": "divide by √d_k"},
-        figsize=(7.2, 3.1), narrow_figsize=(3.5, 7.6),
+        figsize=(7.2, 3.1), narrow_figsize=(3.5, 7.0),  # with its controls, within a 844 px tall phone
         alt="Histogram of dot-product scores, one softmax row, and the mean row entropy "
             "against d_k, with and without the 1/sqrt(d_k) scaling.")
 
@@ -297,6 +297,9 @@ def tiling_explorer(seq_lens=(8, 16, 32), blocks=(2, 4, 8), seed: int = 0) -> Ex
     seq_len, block = preferred(seq_lens, 16), preferred(blocks, 4)  # where the controls start
     g = torch.Generator().manual_seed(seed)
     scores = torch.randn(max(seq_lens), max(seq_lens), generator=g, dtype=torch.float64) * 2  # (L, S)
+    traces = [online_softmax(scores[tile_states(L, b, 1)[1], :L], b)[1] for L in seq_lens for b in blocks]
+    values = [v for trace in traces for t in trace for v in (t["m"], t["l"])]
+    run_limits = (min(0.0, min(values)) - 0.5, 1.15 * max(values) + 0.5)  # every frame's y range
 
     def compute(seq_len, block, key_blocks_done):
         n_blocks, done = seq_len // block, key_blocks_done
@@ -309,7 +312,7 @@ def tiling_explorer(seq_lens=(8, 16, 32), blocks=(2, 4, 8), seed: int = 0) -> Ex
                              f"m = {trace[-1]['m']:.2f}, l = {trace[-1]['l']:.2f}"}
 
     return Explorer(
-        partial(panels.tiling_panel, max_len=max(seq_lens)), compute,
+        partial(panels.tiling_panel, max_len=max(seq_lens), run_limits=run_limits), compute,
         {"seq_len": seq_lens, "block": blocks,
          # one position per key block of the chosen length and block size: 1 .. L / block
          "key_blocks_done": lambda seq_len, block: range(1, seq_len // block + 1)},
@@ -356,7 +359,7 @@ def sparse_mask_explorer(lengths=(32, 64), sizes=(2, 4, 8), num_globals=(0, 2),
         initial={"L": max(lengths), "size": sizes[len(sizes) // 2]},
         labels={"L": "length L", "size": "window or stride", "num_global": "global tokens",
                 "num_random": "random keys"},
-        figsize=(7.2, 3.4), narrow_figsize=(3.5, 6.4),
+        figsize=(7.2, 3.4), narrow_figsize=(3.5, 5.8),  # with its five controls, within a 844 px tall phone
         alt="A sparse attention mask (query by key positions) and, for each position, the "
             "number of layers until the last token depends on it.")
 
@@ -446,10 +449,14 @@ def pretrained_explorer(model, tokenizer, sentences: Sequence[str]) -> Explorer:
                 "title": f"layer {layer}, mean of {num_heads} heads:\n"
                          f"{mean.mean(0)[top]:.0%} of a row goes to {tokens[top]}"}
 
+    # the layouts are made for the sentence with the longest token: every sentence's
+    # labels then fit ("instrument" would run over the next panel)
+    longest = max(sentences, key=lambda s: max(len(t) for t in runs[s][1]))
     return Explorer(
         partial(panels.pretrained_layer_panel, num_heads=num_heads,
                 max_tokens=max(len(r[1]) for r in runs.values())), compute,
         {"sentence": list(sentences), "layer": list(range(1, num_layers + 1))},
-        figsize=(7.2, 3.7), narrow_figsize=(3.5, 7.4),
+        layout_at={"sentence": longest},
+        figsize=(7.2, 3.7), narrow_figsize=(3.5, 7.0),  # with its controls, within a 844 px tall phone
         alt="For one layer of a pretrained BERT encoder: the mean weight each token receives "
             "in each of the 12 heads, and the layer's attention weights averaged over heads.")

@@ -45,6 +45,8 @@ from ..render import (
     layout_figsizes,
     layout_rc,
     png_bytes,
+    stop_website_build,
+    text_problems,
 )
 from . import live
 from .static import static_html
@@ -109,6 +111,12 @@ class Layout:
             if draw:
                 self.figure.canvas.draw()
 
+    def text_problems(self) -> list[str]:
+        """:func:`~attention_core.book.render.text_problems` of the frame drawn now,
+        under the layout's rcParams (the tick locators read the tick label size)."""
+        with layout_rc(self.name):
+            return text_problems(self.figure)
+
     def freeze(self) -> None:
         """Lay out once, at the frame drawn now, then keep it: every later frame is
         one plain draw, and frames do not jump."""
@@ -140,13 +148,17 @@ class Explorer:
         dpi: resolution of the wide figure (default: that of
             :data:`attention_core.book.render.LAYOUT_STYLE`).
         alt: what the figure shows, for screen readers; the current values are added.
+        layout_at: the control values at which each layout is laid out, once (default:
+            ``initial``): the state with the longest labels, so that every frame's text
+            fits the room the layout left for it.
     """
 
     def __init__(self, draw: Draw, compute: Callable[..., Mapping[str, Any]],
                  controls: Mapping[str, Sequence[Any] | Callable[..., Sequence[Any]]],
                  initial: Mapping[str, Any] | None = None,
                  labels: Mapping[str, str] | None = None, figsize=FIGSIZE,
-                 narrow_figsize=None, dpi: int | None = None, alt: str = "Interactive figure."):
+                 narrow_figsize=None, dpi: int | None = None, alt: str = "Interactive figure.",
+                 layout_at: Mapping[str, Any] | None = None):
         if not controls:
             raise ValueError("controls must name at least one control, got none")
         self._specs = {name: spec if callable(spec) else list(spec) for name, spec in controls.items()}
@@ -163,6 +175,11 @@ class Explorer:
             if name not in self._specs:
                 raise ValueError(f"initial value {name}={initial[name]!r} is not one of None")
         self.labels = {name: (labels or {}).get(name, human_label(name)) for name in self._specs}
+        self._layout_at = dict(self.values)
+        for name, value in (layout_at or {}).items():
+            if name not in self._specs or value not in self.options(name, {**self.values, **layout_at}):
+                raise ValueError(f"layout_at: {name}={value!r} is not a control's value")
+            self._layout_at[name] = value
         self.compute, self.alt, self.draw = compute, alt, draw
         self.figsizes = layout_figsizes(figsize, narrow_figsize)
         self.dpi = dpi or LAYOUT_STYLE["wide"]["dpi"]
@@ -228,8 +245,10 @@ class Explorer:
         check_layout(name)
         if name not in self._layouts:
             layout = Layout(self.draw, name, self.figsizes[name], self.dpi if name == "wide" else None)
-            layout.show(self.compute(**self.values))
+            layout.show(self.compute(**self._layout_at))  # laid out where labels are longest
             layout.freeze()
+            if self._layout_at != self.values:
+                layout.show(self.compute(**self.values))
             self._layouts[name] = layout
         return self._layouts[name]
 
@@ -280,7 +299,8 @@ class Explorer:
         """One output: on the website the static view (``text/html``), in a kernel the
         figure as it is now (``image/png`` and its alt text)."""
         if building_website():
-            return {"text/plain": repr(self), "text/html": self.to_html()}
+            with stop_website_build():  # frames whose text is cut stop the build, named
+                return {"text/plain": repr(self), "text/html": self.to_html()}
         return self.widget().image.bundle()
 
     def _ipython_display_(self):

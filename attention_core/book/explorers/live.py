@@ -3,9 +3,11 @@
 Two outputs, one under the other:
 
 * **the controls**, an ipywidgets view (ipywidgets 7.7+ and 8): a slider for numbers,
-  a drop-down for named choices (a slider's readout cuts long names short), each
-  showing its current value in full. Its ``text/plain`` names the controls and says
-  to run the cell to move them: what a viewer without the kernel's widgets shows.
+  a checkbox for an on/off control, a drop-down for named choices (a slider's readout
+  cuts long names short), each showing its current value in full; the same kinds as
+  on the website (:func:`~attention_core.book.explorers.static.control_kind`). Its
+  ``text/plain`` names the controls and says to run the cell to move them: what a
+  viewer without the kernel's widgets shows.
 * **the figure**, an ordinary ``display_data`` (``image/png`` and its alt text as
   ``text/plain``) with a ``display_id``, replaced by ``update_display_data`` when a
   control moves. Being no widget, it is saved with the notebook as the reader left
@@ -31,6 +33,8 @@ import uuid
 import ipywidgets as widgets
 from IPython.display import display, update_display
 
+from .static import control_kind
+
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 
@@ -51,8 +55,14 @@ def _options(values) -> list[tuple[str, object]]:
 
 def _control(explorer, name: str, on_change):
     """The widget of control ``name``: a slider over numbers (its readout fits any
-    number of the book), a drop-down as wide as its longest name over names."""
+    number of the book), a checkbox for on/off, a drop-down as wide as its longest name
+    over other names."""
     values = explorer.controls[name]
+    if control_kind(values) == "toggle":
+        control = widgets.Checkbox(value=explorer.values[name] == "on", description=explorer.labels[name],
+                                   indent=False, layout=widgets.Layout(width="auto", margin="0 1.5em 0 0"))
+        control.observe(lambda change: on_change(name, "on" if change["new"] else "off"), names="value")
+        return control
     common = dict(options=_options(values), value=explorer.values[name], description=explorer.labels[name],
                   style={"description_width": "initial"})  # the whole label, never "temperat..."
     if is_numeric(values):

@@ -11,8 +11,11 @@
 //                     it, {"i,j": list} keyed by their positions
 //   img.ac-frame       the frame shown (its src, width, height, data-layout and
 //                     data-min-text-px follow the layout and the controls)
-//   input[type=range]  one per control, value = index into that control's values
-//   output             one per control, the value shown
+//   the controls       one per control, in order: input[type=range] (value = index into
+//                     that control's values, with an output showing the value),
+//                     input[type=checkbox] (an on/off control: data-on and data-off
+//                     are the indices of "on" and "off") or select (named choices,
+//                     option values = indices)
 // The layout is "narrow" when the explorer is shown narrower than the breakpoint.
 // This file is a function expression; the page calls it with the root element.
 (function (root) {
@@ -20,8 +23,7 @@
   root.dataset.ready = "1";
   var data = JSON.parse(root.querySelector("script.ac-frames").textContent);
   var img = root.querySelector("img");
-  var inputs = root.querySelectorAll("input[type=range]");
-  var outputs = root.querySelectorAll("output");
+  var inputs = root.querySelectorAll("input[type=range], input[type=checkbox], select");
   var moved = false, fetched = {};
 
   function labelsFor(n, positions) {
@@ -49,17 +51,27 @@
     });
   }
 
+  function position(input, labels) {
+    if (input.type === "checkbox") return +(input.checked ? input.dataset.on : input.dataset.off);
+    if (input.type === "range") {
+      input.max = labels.length - 1;  // a range that depends on the controls before it
+      if (+input.value > labels.length - 1) input.value = labels.length - 1;
+    }
+    return +input.value;
+  }
+
   function show() {
     var positions = [], state = [];
     inputs.forEach(function (input, n) {
       var labels = labelsFor(n, positions);
-      input.max = labels.length - 1;  // a range that depends on the controls before it
-      if (+input.value > labels.length - 1) input.value = labels.length - 1;
-      var label = labels[+input.value];
-      positions.push(+input.value);
+      var label = labels[position(input, labels)];
+      positions.push(position(input, labels));
       state.push(data.names[n] + " " + label);
-      outputs[n].textContent = label;
-      input.setAttribute("aria-valuetext", label);  // screen readers hear the value shown
+      if (input.type === "range") {
+        var output = input.parentNode.querySelector("output");
+        if (output) output.textContent = label;
+        input.setAttribute("aria-valuetext", label);  // screen readers hear the value shown
+      }
     });
     var name = layoutName(), layout = data.layouts[name];
     var src = layout.images[layout.index[positions.join(",")]];
@@ -76,7 +88,10 @@
   }
 
   inputs.forEach(function (input) {
-    input.addEventListener("input", function () { moved = true; show(); });
+    // "change" for checkboxes and drop-downs in every browser, "input" while a slider moves
+    ["input", "change"].forEach(function (type) {
+      input.addEventListener(type, function () { moved = true; show(); });
+    });
   });
   if (window.ResizeObserver) {
     new ResizeObserver(function () { if (img.dataset.layout !== layoutName()) show(); }).observe(root);

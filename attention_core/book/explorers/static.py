@@ -1,6 +1,7 @@
 """Every chapter: the static view of an explorer, for the website. Every combination of
 control values rendered once at build time in two layouts (``wide`` for a desktop,
-``narrow`` for a phone), range inputs, and a small player script (``player.js``, shipped
+``narrow`` for a phone), the controls (a range input for numbers, a checkbox for on/off,
+a drop-down for named choices: :func:`control_kind`), and a small player script (``player.js``, shipped
 with the package) that picks the layout by the explorer's width and swaps the frames. No
 kernel, no network.
 
@@ -15,29 +16,58 @@ from __future__ import annotations
 import hashlib
 import html
 import json
+import numbers
 import uuid
 from importlib.resources import files
 
-from ..render import LAYOUTS, data_uri, png_bytes
+from ..render import (
+    LAYOUTS,
+    FigureTextError,
+    check_shown_size,
+    data_uri,
+    png_bytes,
+)
 
 BREAKPOINT_PX = 560
 """An explorer shown narrower than this (CSS px) uses the narrow layout."""
 
 STYLE = """<style>
 .ac-explorer .ac-controls{display:flex;flex-wrap:wrap;align-items:center;gap:0 1.5em}
-.ac-explorer .ac-control{display:inline-flex;align-items:center;gap:.4em;white-space:nowrap}
-.ac-explorer .ac-control output{display:inline-block;min-width:3em}
+.ac-explorer .ac-control{display:inline-flex;align-items:center;gap:.4em;white-space:nowrap;min-height:2.2em}
+.ac-explorer .ac-control output{display:inline-block;flex:none;text-align:left}
+.ac-explorer .ac-control select{max-width:100%;min-width:0;font:inherit}
+.ac-explorer .ac-toggle input{width:1.1em;height:1.1em;margin:0}
 .ac-explorer img.ac-frame{display:block;max-width:100%;height:auto}
 @media (max-width:600px){
-.ac-explorer .ac-control{flex:1 1 100%;white-space:normal}
-.ac-explorer .ac-control input[type=range]{flex:1 1 auto;min-width:0;height:44px;margin:0}
+.ac-explorer .ac-controls{gap:0 1em}
+.ac-explorer .ac-slider,.ac-explorer .ac-choice{flex:1 1 100%;white-space:normal;min-width:0}
+.ac-explorer .ac-toggle{flex:0 1 auto;min-height:44px}
+.ac-explorer .ac-slider input[type=range]{flex:1 1 auto;min-width:0;height:44px;margin:0}
+.ac-explorer .ac-choice select{flex:1 1 auto;min-height:36px;margin:4px 0}
 }
 </style>"""
 """The explorer's own styles, scoped by its class. Controls wrap; on a phone each
-control takes a line and its slider a 44 px tall touch target.
+slider and drop-down takes a line and its input a 44 px tall touch target (a slider's
+readout has a fixed width, so its track keeps its length as the value changes), and
+toggles share a line.
 
 :meta hide-value:
 """
+
+TOGGLE_VALUES = ("off", "on")
+"""The values of an on/off control, shown as a toggle (a checkbox)."""
+
+
+def control_kind(values) -> str:
+    """How a control with ``values`` is shown, live and on the website: ``"toggle"`` (a
+    checkbox) for exactly ``"off"`` and ``"on"``, ``"slider"`` for numbers, ``"choice"``
+    (a drop-down) for other names."""
+    values = list(values)
+    if len(values) == 2 and set(values) == set(TOGGLE_VALUES):
+        return "toggle"
+    if all(isinstance(v, numbers.Number) and not isinstance(v, bool) for v in values):
+        return "slider"
+    return "choice"
 
 
 def player_js() -> str:
@@ -45,7 +75,11 @@ def player_js() -> str:
     return files(__package__).joinpath("player.js").read_text(encoding="utf-8")
 
 
-def render_frames(explorer, layouts=LAYOUTS, encode: bool = True) -> dict[str, dict]:
+LAYOUT_COLUMN = {"wide": "desktop", "narrow": "phone"}
+"""Where each layout of an explorer is shown (a key of :data:`~attention_core.book.render.COLUMN_CSS_PX`)."""
+
+
+def render_frames(explorer, layouts=LAYOUTS, encode: bool = True, check: bool = True) -> dict[str, dict]:
     """Every setting of the controls in every layout, computed once per setting.
 
     Returns layout -> ``{"index": {"i,j,..": frame}, "images": [data URI],
@@ -53,7 +87,15 @@ def render_frames(explorer, layouts=LAYOUTS, encode: bool = True) -> dict[str, d
     and ``min_text_px`` is the smallest text drawn on any of them (px at the image's
     natural size). ``encode=False`` skips the PNGs: ``images`` then holds a hash of
     each distinct frame's pixels (quicker, for checks). The explorer is left where it was.
+
+    ``check`` (the website's build): every frame's text is checked
+    (:func:`~attention_core.book.render.text_problems`: nothing cut at the image's edge,
+    nothing over another panel) and its smallest text as shown (at least
+    :data:`~attention_core.book.render.TEXT_FLOOR_CSS_PX` where the layout is shown);
+    a :class:`~attention_core.book.render.FigureTextError` names the explorer, the
+    layout and the control values of each frame at fault.
     """
+    problems = []
     figures = {name: explorer.layout(name) for name in layouts}
     out = {name: {"index": {}, "images": [], "_seen": {}} for name in layouts}
     for layout in figures.values():
@@ -63,6 +105,9 @@ def render_frames(explorer, layouts=LAYOUTS, encode: bool = True) -> dict[str, d
         key = ",".join(map(str, indices))
         for name, layout in figures.items():
             layout.show(data)
+            if check:
+                state = ", ".join(f"{explorer.labels[n]} {v}" for n, v in values.items())
+                problems += [f"{name} layout, {state}: {p}" for p in layout.text_problems()]
             if encode:
                 frame = png_bytes(layout.figure, small=True, draw=False)
             else:
@@ -78,6 +123,14 @@ def render_frames(explorer, layouts=LAYOUTS, encode: bool = True) -> dict[str, d
         width, height = layout.size
         out[name].update(width=width, height=height, min_text_px=round(layout.min_text_px, 2))
         layout.show(start)  # back to where it was (the live view's figure is one of them)
+        if check:
+            try:
+                check_shown_size(layout.min_text_px, width, f"{name} layout", (LAYOUT_COLUMN[name],))
+            except FigureTextError as error:
+                problems.append(str(error))
+    if problems:
+        raise FigureTextError(f"explorer {explorer!r} ({explorer.alt}): {len(problems)} problem(s): "
+                              + "; ".join(problems[:12]) + ("; ..." if len(problems) > 12 else ""))
     return out
 
 
@@ -101,13 +154,34 @@ def _labels(explorer, name: str):
     return table
 
 
-def _control(label: str, values, current) -> str:
-    i, shown = values.index(current), html.escape(str(current))
-    return (f'<label class="ac-control">'
-            f'<span>{html.escape(label)}</span> '
+def _widest(labels) -> int:
+    """The most characters of any value a control shows (over every range of a
+    dependent control): the width of its readout."""
+    lists = labels.values() if isinstance(labels, dict) else [labels]
+    return max(len(label) for values in lists for label in values)
+
+
+def _control(label: str, values, current, labels) -> str:
+    """One control's HTML: a slider with a fixed-width readout, a checkbox (on/off) or a
+    drop-down (named choices); see :func:`control_kind`."""
+    i, shown, name = values.index(current), html.escape(str(current)), html.escape(label)
+    kind = control_kind(values)
+    if kind == "toggle":
+        on, off = values.index("on"), values.index("off")
+        checked = " checked" if current == "on" else ""
+        return (f'<label class="ac-control ac-toggle">'
+                f'<input type="checkbox" data-on="{on}" data-off="{off}"{checked}> '
+                f'<span>{name}</span></label>')
+    if kind == "choice":
+        options = "".join(f'<option value="{k}"{" selected" if k == i else ""}>{html.escape(str(v))}</option>'
+                          for k, v in enumerate(values))
+        return (f'<label class="ac-control ac-choice"><span>{name}</span> '
+                f'<select>{options}</select></label>')
+    return (f'<label class="ac-control ac-slider">'
+            f'<span>{name}</span> '
             f'<input type="range" min="0" max="{len(values) - 1}" step="1" value="{i}" '
-            f'aria-label="{html.escape(label)}" aria-valuetext="{shown}"> '
-            f'<output>{shown}</output></label>')
+            f'aria-label="{name}" aria-valuetext="{shown}"> '
+            f'<output style="width:{_widest(labels) + 0.5:g}ch">{shown}</output></label>')
 
 
 def static_html(explorer) -> str:
@@ -118,8 +192,8 @@ def static_html(explorer) -> str:
     data = {"layouts": layouts, "breakpoint": BREAKPOINT_PX, "alt": explorer.alt,
             "names": list(explorer.labels.values()),
             "labels": [_labels(explorer, n) for n in explorer.controls]}
-    controls = "".join(_control(explorer.labels[n], explorer.controls[n], explorer.values[n])
-                       for n in explorer.controls)
+    controls = "".join(_control(explorer.labels[n], explorer.controls[n], explorer.values[n], labels)
+                       for n, labels in zip(explorer.controls, data["labels"]))
     wide = layouts["wide"]
     key = ",".join(str(explorer.controls[n].index(v)) for n, v in explorer.values.items())
     first = wide["images"][wide["index"][key]]

@@ -1,11 +1,12 @@
 """Every chapter: static figures that read well on a desktop and on a phone.
 
 A chapter figure of several panels side by side is drawn for a desktop's content column
-(about 730 CSS px); a phone shows it at about 358 px, where its text would shrink to 4-6
-px. :func:`figure` draws a figure twice, like an explorer's frames: ``draw(fig,
-layout)`` puts the panels side by side (``layout="wide"``, 720 px) or stacked
-(``"narrow"``, 525 px shown at 358 px), each under the rcParams of
-:data:`attention_core.book.render.LAYOUT_STYLE`. What a notebook shows:
+(676 CSS px, :data:`~attention_core.book.render.COLUMN_CSS_PX`); a phone shows it in its
+343 px column, where its text would shrink to 4-6 px. :func:`figure` draws a figure
+twice, like an explorer's frames: ``draw(fig, layout)`` puts the panels side by side
+(``layout="wide"``, 720 px) or stacked (``"narrow"``, 525 px shown at the phone's
+343 px), each under the rcParams of :data:`attention_core.book.render.LAYOUT_STYLE`.
+What a notebook shows:
 
 * in a live kernel (Jupyter, Colab, Binder): the wide figure, as an ordinary PNG;
 * when the website is built (:func:`~attention_core.models.site_build.building_website`): a
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import html
 import math
+import textwrap
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -33,17 +35,27 @@ import matplotlib.pyplot as plt
 from IPython import get_ipython
 from IPython.display import display
 from matplotlib.figure import Figure
+from matplotlib.text import Text
 
 from ...models.site_build import building_website
 from ..render import (
+    COLUMN_CSS_PX,
     FIGSIZE,
+    LAYOUT_STYLE,
     LAYOUTS,
+    TEXT_FLOOR_CSS_PX,
+    FigureTextError,
     check_layout,
+    check_shown_size,
     data_uri,
     draw_layout,
     layout_figsizes,
     layout_rc,
     save_png,
+    shown_text_px,
+    stop_website_build,
+    text_problems,
+    tight_bbox,
 )
 
 NARROW_MEDIA = "(max-width: 600px)"
@@ -78,6 +90,22 @@ def rendering(figure: Figure, small: bool = True, tight: bool = False) -> dict[s
     """One rendering of ``figure``: ``{"png", "width", "height", "min_text_px",
     "panels_across"}`` (see :func:`~attention_core.book.render.save_png`)."""
     return {**save_png(figure, small, tight), "panels_across": panels_across(figure)}
+
+
+def checked_rendering(figure: Figure, name: str, column: str, tight: bool = False) -> dict[str, Any]:
+    """:func:`rendering` of ``figure`` (``small``), after checking it: no text cut at
+    the saved image's edge or over another panel
+    (:func:`~attention_core.book.render.text_problems`), and its smallest text at least
+    :data:`~attention_core.book.render.TEXT_FLOOR_CSS_PX` where it is shown (``column``,
+    ``"phone"`` or ``"desktop"``). Raises
+    :class:`~attention_core.book.render.FigureTextError` naming ``name``."""
+    out = rendering(figure, small=True, tight=tight)
+    figure.canvas.draw()  # the layout as saved, on the figure's own canvas
+    problems = text_problems(figure, tight_bbox(figure) if tight else None)
+    if problems:
+        raise FigureTextError(f"{name}: " + "; ".join(problems))
+    check_shown_size(out["min_text_px"], out["width"], name, (column,))
+    return out
 
 
 def _attrs(rendering: Mapping[str, Any], layout: str) -> str:
@@ -116,6 +144,11 @@ class StaticFigure:
         check_layout(name)
         if name not in self._figures:
             fig, _ = draw_layout(self.draw, name, self.figsizes[name])
+            engine = fig.get_layout_engine()
+            if engine is not None and hasattr(engine, "set") and "w_pad" in engine.get():
+                # constrained layout leaves 3 pt at the edges and can miss by a pixel or two
+                # (a colour bar beside one panel): 5 pt keeps every label inside the image
+                engine.set(w_pad=5 / 72, h_pad=5 / 72)
             with layout_rc(name):
                 fig.canvas.draw()  # ticks and layout made under the layout's rcParams
             self._figures[name] = fig
@@ -126,9 +159,18 @@ class StaticFigure:
         with layout_rc(name):
             return rendering(self.layout(name), small=small)
 
+    def checked_render(self, name: str) -> dict[str, Any]:
+        """:meth:`render` of layout ``name``, checked where it is shown
+        (:func:`checked_rendering`: the wide layout on a desktop, the narrow on a phone)."""
+        column = "phone" if name == "narrow" else "desktop"
+        with layout_rc(name):
+            return checked_rendering(self.layout(name), f"figure {self.alt!r}, {name} layout", column)
+
     def to_html(self) -> str:
-        """The website's view: both renderings in a ``<picture>``."""
-        return picture_html({name: self.render(name) for name in LAYOUTS}, self.alt)
+        """The website's view: both renderings in a ``<picture>``, each checked
+        (:meth:`checked_render`; a :class:`~attention_core.book.render.FigureTextError`
+        names the figure and what is wrong)."""
+        return picture_html({name: self.checked_render(name) for name in LAYOUTS}, self.alt)
 
     def show(self) -> None:
         """Display the figure (as ``plt.show()`` does for a pyplot figure)."""
@@ -137,7 +179,8 @@ class StaticFigure:
     def _repr_mimebundle_(self, include=None, exclude=None):
         bundle = {"text/plain": f"Figure: {self.alt}"}
         if building_website():
-            bundle["text/html"] = self.to_html()
+            with stop_website_build():
+                bundle["text/html"] = self.to_html()
         else:
             bundle[LIVE_PNG_MIME] = self.render("wide", small=False)["png"]
         return bundle
@@ -173,10 +216,97 @@ def figure_alt(fig: Figure) -> str:
     return ("Figure: " + "; ".join(parts) + ".") if parts else "Figure."
 
 
+def _phone_px(rendering: Mapping[str, Any]) -> float:
+    """The smallest text of ``rendering`` in CSS px on a phone."""
+    return shown_text_px(rendering["min_text_px"], rendering["width"], COLUMN_CSS_PX["phone"])
+
+
+def _headings(fig: Figure) -> list[Text]:
+    """The texts of ``fig`` that run across it: its suptitle, and each axes' titles and
+    x label."""
+    texts = [fig._suptitle] if getattr(fig, "_suptitle", None) is not None else []
+    for ax in fig.get_axes():
+        texts += [ax.title, ax._left_title, ax._right_title, ax.xaxis.label]
+    return [t for t in texts if t.get_visible() and " " in t.get_text()]
+
+
+def _balanced_lines(words: str, lines: int) -> str:
+    """``words`` broken into at most ``lines`` lines, the longest as short as can be."""
+    for width in range(math.ceil(len(words) / lines), len(words) + 1):
+        wrapped = textwrap.wrap(words, width)
+        if len(wrapped) <= lines:
+            return "\n".join(wrapped)
+    return words
+
+
+def _wrap_headings(fig: Figure, originals: dict[int, tuple[Text, str]]) -> None:
+    """Break each heading (:func:`_headings`) wider than ``fig`` into lines that fit it,
+    from its text as it was (kept in ``originals``, to be put back): a phone rendering
+    is narrower than the title a wide figure had room for, and a title running past the
+    figure would widen the cropped image and shrink all its text on a phone. Lines are
+    balanced (no last word alone on a line) where they fit."""
+    renderer = fig.canvas.get_renderer()
+    room = 0.92 * fig.bbox.width
+    for text in _headings(fig):
+        original = originals.setdefault(id(text), (text, text.get_text()))[1]
+        text.set_text(original)
+        width = text.get_window_extent(renderer).width
+        if width <= room:
+            continue
+        words, fewest = " ".join(original.split()), math.ceil(width / room)
+        for lines in range(fewest, fewest + 4):  # the fewest lines of even length that fit
+            text.set_text(_balanced_lines(words, lines))
+            if text.get_window_extent(renderer).width <= room:
+                break
+
+
+def narrow_rendering(fig: Figure, name: str, wide: Mapping[str, Any], tries: int = 3) -> dict[str, Any]:
+    """A phone rendering of a pyplot figure drawn once: the same figure made narrower
+    (same height, same text in points, at the narrow layout's dpi, titles too wide for
+    it broken into lines, laid out again by constrained layout), so that its text is at
+    least :data:`~attention_core.book.render.TEXT_FLOOR_CSS_PX` in a phone's column;
+    checked like the wide one. The figure is left as it was."""
+    size, dpi, engine = fig.get_size_inches().copy(), fig.dpi, fig.get_layout_engine()
+    width_in, originals = size[0], {}
+    try:
+        if engine is None:
+            fig.set_layout_engine("constrained")
+        fig.set_dpi(LAYOUT_STYLE["narrow"]["dpi"])
+        shown = _phone_px(wide)
+        for _ in range(tries):
+            width_in *= min(0.97, shown / (TEXT_FLOOR_CSS_PX * 1.03))
+            fig.set_size_inches(width_in, size[1])
+            _wrap_headings(fig, originals)
+            shown = _phone_px(rendering(fig, small=True, tight=True))
+            if shown >= TEXT_FLOOR_CSS_PX:
+                break
+        return checked_rendering(fig, f"{name}, phone rendering", "phone", tight=True)
+    finally:
+        for text, original in originals.values():
+            text.set_text(original)
+        fig.set_dpi(dpi)
+        fig.set_size_inches(*size)
+        fig.set_layout_engine(engine)
+
+
+def plain_figure_renderings(fig: Figure) -> dict[str, dict[str, Any]]:
+    """The renderings of a pyplot figure on the website, each checked
+    (:func:`checked_rendering`): ``"wide"``, cropped like Jupyter's, and where its text
+    would fall under :data:`~attention_core.book.render.TEXT_FLOOR_CSS_PX` on a phone,
+    ``"narrow"`` (:func:`narrow_rendering`)."""
+    name = f"figure {figure_alt(fig)!r}"
+    wide = checked_rendering(fig, name, "desktop", tight=True)
+    if wide["min_text_px"] is None or _phone_px(wide) >= TEXT_FLOOR_CSS_PX:
+        return {"wide": wide}
+    return {"wide": wide, "narrow": narrow_rendering(fig, name, wide)}
+
+
 def plain_figure_html(fig: Figure) -> str:
-    """The website's view of a pyplot figure: one rendering, cropped like Jupyter's,
-    with its smallest text and panels across recorded."""
-    return picture_html({"wide": rendering(fig, small=True, tight=True)}, figure_alt(fig))
+    """The website's view of a pyplot figure (:func:`plain_figure_renderings`), with
+    its smallest text and panels across recorded; a figure whose text is cut, overlaps
+    another panel or is too small stops the build, naming it."""
+    with stop_website_build():
+        return picture_html(plain_figure_renderings(fig), figure_alt(fig))
 
 
 def install_website_figures() -> bool:

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 from matplotlib.patches import Patch
-from matplotlib.ticker import MaxNLocator
+from matplotlib.ticker import FormatStrFormatter, MaxNLocator
 
 from ...nn.functional import softmax
 from ...nn.metrics import attention_entropy
@@ -85,6 +85,10 @@ def scaling_panel(fig, d_ks: Sequence[int], mean_entropy: dict, num_keys: int, b
     hist = ax_hist.bar(np.zeros(bins), np.zeros(bins), width=1.0, align="edge", color=color(0.3))
     ax_hist.set_xlabel("score q·k (/√d_k if scaled)")
     ax_hist.set_ylabel("density")
+    # tick labels of one width in every frame ("0.002" to "0.400"): the layout, made for the
+    # first frame, fits them all
+    ax_hist.yaxis.set_major_locator(MaxNLocator(4, steps=[1, 2, 5, 10]))
+    ax_hist.yaxis.set_major_formatter(FormatStrFormatter("%.3f"))
     row = ax_row.bar(range(num_keys), np.zeros(num_keys), color=color(0.6))
     ax_row.set_ylim(0, 1.05)
     ax_row.set_xlabel("key")
@@ -267,10 +271,12 @@ def _show_tiles(ax_grid, image, state, block: int, title: str) -> None:
     ax_grid.set_title(title)
 
 
-def tiling_panel(fig, max_len: int, layout: str = "wide"):
+def tiling_panel(fig, max_len: int, run_limits: tuple[float, float] | None = None, layout: str = "wide"):
     """Chapter 11: the grid of score tiles coloured by state (codes of
     :data:`TILE_STATES`) and the running maximum and sum of one row, block by block;
-    side by side (wide) or stacked (narrow).
+    side by side (wide) or stacked (narrow). ``run_limits``: the y range of the running
+    values, the same in every frame (so frames compare at a glance, and their tick
+    labels keep the width the layout was made for); default: each frame's own.
 
     Returns ``update(state (L, L), block, trace, done, title_grid, title_run)`` where
     ``trace`` lists ``{"m", "l"}`` after each key block and ``done`` blocks are read.
@@ -297,8 +303,11 @@ def tiling_panel(fig, max_len: int, layout: str = "wide"):
         l_final.set_ydata([trace[-1]["l"]] * 2)
         ax_run.set_xlim(0.5, max(len(trace), 2) + 0.5)
         ax_run.xaxis.set_major_locator(MaxNLocator(integer=True))
-        top = max(max(t["m"] for t in trace), max(t["l"] for t in trace))
-        ax_run.set_ylim(min(0, min(t["m"] for t in trace)) - 0.5, top * 1.3 + 0.5)
+        if run_limits is None:
+            top = max(max(t["m"] for t in trace), max(t["l"] for t in trace))
+            ax_run.set_ylim(min(0, min(t["m"] for t in trace)) - 0.5, top * 1.3 + 0.5)
+        else:
+            ax_run.set_ylim(*run_limits)
         ax_run.set_title(title_run)
 
     return update
@@ -312,11 +321,14 @@ def sparse_reach_panel(fig, max_len: int, layout: str = "wide"):
     Returns ``update(mask (L, L), layers (L,), title_mask, title_reach)``.
     """
     ax_mask, ax_reach = _pair(fig, layout, [1, 1.3] if layout == "wide" else [1.3, 1])
+    if fig.get_layout_engine() is not None:  # room above the two-line titles
+        fig.get_layout_engine().set(h_pad=0.1)
     image = mask_plot(np.zeros((max_len, max_len)), ax=ax_mask)
     line, = ax_reach.step([], [], where="mid", color=color(0.25))
     ax_reach.set_xlabel("position j")
     ax_reach.set_ylabel("layers until the last token\ndepends on position j")
     ax_reach.set_xlim(-0.5, max_len - 0.5)
+    ax_reach.yaxis.set_major_locator(MaxNLocator(integer=True))  # whole layers: never "2.5" (wider)
     note = ax_reach.text(0.98, 0.97, "", transform=ax_reach.transAxes, va="top", ha="right",
                          fontsize="small")
 
@@ -435,7 +447,8 @@ def kv_memory_panel(fig, contexts: Sequence[int], curves, layout: str = "wide"):
             labels[i].set_text(f" {size:.2f}")
         point.set_data([context], [curves[variant][at]])
         ax_bars.set_xlim(0, 1.35 * max(c[at] for c in curves.values()))
-        ax_lines.set_title(f"{variant}: {curves[variant][at]:.2f} GiB at {context:,} tokens")
+        where = "\n" if is_narrow(layout) else " "  # a phone's panel is too narrow for one line
+        ax_lines.set_title(f"{variant}:{where}{curves[variant][at]:.2f} GiB at {context:,} tokens")
         ax_bars.set_title(f"every variant at {context:,} tokens")
 
     return update
