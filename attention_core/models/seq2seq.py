@@ -39,7 +39,7 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from ..nn._checks import check_positive_int, check_token_ids
-from ..nn.scoring import AdditiveScore, attend, make_score
+from ..nn.scoring import AdditiveScore, DotScore, GeneralScore, attend, make_score
 from .training import train_model
 
 PAD, BOS, EOS = 0, 1, 2
@@ -322,18 +322,44 @@ def _gru(cell: nn.GRUCell, inputs: torch.Tensor, state: torch.Tensor) -> torch.T
 
 def _attend_all(score: nn.Module, queries: torch.Tensor, h: torch.Tensor, mask: torch.Tensor):
     """:func:`~attention_core.nn.scoring.attend` for every query at once: ``queries (B, T, Dh)``
-    -> ``(contexts (B, T, Dh), weights (B, T, S))``. ``score`` sees one step's queries at a
-    time, in order, as in the step-by-step pass; the softmax and the contexts are batched."""
-    scores = torch.stack([score(queries[:, t], h) for t in range(queries.size(1))], 1)  # (B, T, S)
+    -> ``(contexts (B, T, Dh), weights (B, T, S))``. The dot and general scores of every step
+    are one batched product (``u e^T`` and ``u (e W^T)^T``, the keys' half ``e W^T`` computed
+    once); any other score, or one with forward hooks (a probe that records its queries),
+    sees one step's queries at a time, in order, as in the step-by-step pass. The softmax
+    and the contexts are batched."""
+    hooked = bool(score._forward_hooks or score._forward_pre_hooks)
+    if isinstance(score, DotScore) and not hooked:
+        scores = queries @ h.transpose(1, 2)  # (B, T, S)
+    elif isinstance(score, GeneralScore) and not hooked:
+        scores = queries @ score.W(h).transpose(1, 2)  # (B, T, S)
+    else:
+        scores = torch.stack([score(queries[:, t], h) for t in range(queries.size(1))], 1)
     return _masked_weights_and_context(scores, h, mask)
 
 
 def _masked_weights_and_context(scores: torch.Tensor, h: torch.Tensor, mask: torch.Tensor):
     """Masked softmax of ``scores (B, T, S)`` over the source (as in ``attend``: a row with
     no real token gets zero weights) and the contexts ``(B, T, Dh)``."""
+    return _weights_and_context(scores, h, *_mask_bias(mask, scores.dtype))
+
+
+def _mask_bias(mask: torch.Tensor, dtype: torch.dtype):
+    """``(bias (B, 1, S), empty (B, 1, 1) or None)``: ``bias`` is 0 at real source tokens and
+    -inf at padding, added to the scores before the softmax (the same weights as
+    ``masked_fill``); ``empty`` marks the rows with no real token (all-zero bias instead:
+    their weights are zeroed after the softmax), None when there is none."""
     empty = ~mask.any(-1, keepdim=True).unsqueeze(1)  # (B, 1, 1)
-    scores = scores.masked_fill(~mask.unsqueeze(1) | empty, float("-inf")).masked_fill(empty, 0.0)
-    weights = torch.softmax(scores, dim=-1).masked_fill(empty, 0.0)  # (B, T, S)
+    bias = torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(~mask, float("-inf"))
+    bias = bias.unsqueeze(1).masked_fill(empty, 0.0)  # (B, 1, S)
+    return bias, (empty if bool(empty.any()) else None)
+
+
+def _weights_and_context(scores, h, bias, empty):
+    """Softmax of ``scores (B, T, S) + bias`` over the source, zeroed on ``empty`` rows, and
+    the contexts ``(B, T, Dh)``."""
+    weights = torch.softmax(scores + bias, dim=-1)  # (B, T, S)
+    if empty is not None:
+        weights = weights.masked_fill(empty, 0.0)
     return weights @ h, weights
 
 
@@ -355,13 +381,14 @@ def _teacher_forced(model: Seq2Seq, y: torch.Tensor, u0: torch.Tensor, h: torch.
     # only their readout is batched. The additive score's key half, e W_h, is the same at
     # every step: computed once.
     keys = model.score.W_h(h) if isinstance(model.score, AdditiveScore) else None  # (B, S, attention_dim)
+    bias, empty = _mask_bias(mask, h.dtype)  # the padding mask as an additive bias, built once
     state, states, contexts, weights = u0, [], [], []
     for t in range(T):
         if keys is None:
             scores = model.score(state, h)  # (B, S)
         else:
             scores = model.score.v(torch.tanh(model.score.W_s(state).unsqueeze(1) + keys)).squeeze(-1)
-        context, w = _masked_weights_and_context(scores.unsqueeze(1), h, mask)  # (B, 1, Dh), (B, 1, S)
+        context, w = _weights_and_context(scores.unsqueeze(1), h, bias, empty)  # (B, 1, Dh), (B, 1, S)
         state = model.cell(torch.cat((y[:, t], context[:, 0]), -1), state)
         states.append(state)
         contexts.append(context)
