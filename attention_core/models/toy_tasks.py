@@ -154,14 +154,12 @@ def copy_back_batch(batch_size: int, seq_len: int, vocab_size: int, offset: int 
 
 
 @torch.no_grad()
-@torch.no_grad()
 def token_accuracy(model: TinyTransformer, x: torch.Tensor, y: torch.Tensor) -> float:
     """Fraction of target tokens ``y (B, T, num_outputs)`` the model predicts.
 
     The batch goes through the model 100 sequences at a time: each sequence's logits are
     the same as in one pass, and the attention weights of a chunk stay in the CPU's
-    cache (chapter 10's table of 500 sequences up to 64 tokens: a third less time). No
-    autograd graph is recorded: the answer is a float, with nothing to differentiate."""
+    cache (chapter 10's table of 500 sequences up to 64 tokens: a third less time)."""
     hits = [model(x_chunk)[0].argmax(-1) == y_chunk
             for x_chunk, y_chunk in zip(x.split(100), y.split(100))]
     return torch.cat(hits).float().mean().item()
