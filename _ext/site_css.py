@@ -98,7 +98,7 @@ def subset_fonts(out: Path, css: str) -> str:
             return face[0]
         path = site_path(f"{BUNDLE_DIR}/x.css", src[1])
         font = out / path
-        if not font.exists():  # a second face of the same file, already cut
+        if not font.exists() or re.search(r"-[0-9a-f]{10}$", font.stem):  # already cut
             return face[0]
         options = subset.Options(flavor="woff2", layout_features=["*"], notdef_outline=True)
         loaded = subset.load_font(str(font), options)
@@ -154,7 +154,20 @@ def bundle_stylesheets(out: Path) -> dict[str, int]:
     if options_js is not None and not any("documentation_options.js" in p.read_text(encoding="utf-8")
                                           for p in pages):
         options.unlink()
+    remove_stale(out, set(bundles.values()))
     return {path: (out / path).stat().st_size for path in bundles.values()}
+
+
+def remove_stale(out: Path, current: set[str]) -> None:
+    """A rebuild into the same folder keeps what an earlier build wrote: its bundle and cut
+    fonts go when no current bundle names them."""
+    named = "".join((out / path).read_text(encoding="utf-8") for path in current)
+    for old in (out / BUNDLE_DIR).glob("site-*.css"):
+        if old.relative_to(out).as_posix() not in current:
+            old.unlink()
+    for font in out.glob("_static/**/*.woff2"):
+        if re.search(r"-[0-9a-f]{10}$", font.stem) and font.name not in named:
+            font.unlink()
 
 
 def on_build_finished(app, exception):
