@@ -10,6 +10,7 @@ from torch.testing import assert_close
 
 from attention_core import ATTENTION_FUNCTIONS, padding_mask, sliding_window_mask
 from attention_core.models.tiny_transformer import POSITIONAL, TinyTransformer
+from attention_core.models.toy_tasks import copy_back_batch, token_accuracy
 from attention_core.models.training import train_model
 from attention_core.nn.block import TransformerBlock
 from attention_core.nn.multihead import MultiHeadAttention
@@ -198,3 +199,16 @@ def test_attention_is_keyword_only_and_checked():
         TransformerBlock(16, 4, 32, attention="fastest")
     with pytest.raises(TypeError):
         TransformerBlock(16, 4, 32, 0.0, True, "gelu", None, "flash")
+
+
+def test_token_accuracy_in_chunks_equals_one_pass():
+    """token_accuracy feeds 100 sequences at a time; the fraction must be the one a single
+    pass over the whole batch gives (250 sequences: two full chunks and a ragged one)."""
+    torch.manual_seed(0)
+    model = TinyTransformer(16, 24, embed_dim=32, num_heads=2, num_outputs=1, positional="rope",
+                            is_causal=True).eval()
+    x, y = copy_back_batch(250, 24, 16, 2, torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        one_pass = (model(x)[0].argmax(-1) == y).float().mean().item()
+    assert 0.0 < one_pass < 1.0  # an untrained model: some tokens right, some wrong
+    assert token_accuracy(model, x, y) == pytest.approx(one_pass, abs=1e-12)
