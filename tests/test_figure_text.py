@@ -264,11 +264,8 @@ EXPLORERS = {
 }
 
 
-@pytest.mark.parametrize("chapter", list(EXPLORERS))
-def test_explorer_text_is_neither_cut_nor_overlapping(chapter):
-    """The states of :func:`sample_states` in both layouts: no text cut at a frame's
-    edge or running over another panel (the build checks every frame)."""
-    explorer = EXPLORERS[chapter]()
+def explorer_text_problems(explorer) -> list[str]:
+    """Text cut or overlapping in the sample states of ``explorer``, in both layouts."""
     layouts = {name: explorer.layout(name) for name in ("wide", "narrow")}
     problems = []
     for values in sample_states(explorer):
@@ -276,6 +273,14 @@ def test_explorer_text_is_neither_cut_nor_overlapping(chapter):
         for name, layout in layouts.items():
             layout.show(data)
             problems += [f"{name} {values}: {p}" for p in layout.text_problems()]
+    return problems
+
+
+@pytest.mark.parametrize("chapter", list(EXPLORERS))
+def test_explorer_text_is_neither_cut_nor_overlapping(chapter):
+    """The states of :func:`sample_states` in both layouts: no text cut at a frame's
+    edge or running over another panel (the build checks every frame)."""
+    problems = explorer_text_problems(EXPLORERS[chapter]())
     assert not problems, f"{chapter}: {len(problems)} problems: {problems[:6]}"
 
 
@@ -284,14 +289,7 @@ def test_the_chapter_13_explorer_text_is_neither_cut_nor_overlapping():
 
     model, tokenizer = load_minilm()
     sentences = ["The cat sat on the mat", "The cat, which was black, sat on the mat", SENTENCES[18]]
-    explorer = explorers.pretrained_explorer(model, tokenizer, sentences)
-    layouts = {name: explorer.layout(name) for name in ("wide", "narrow")}
-    problems = []
-    for values in sample_states(explorer):
-        data = explorer.compute(**values)
-        for name, layout in layouts.items():
-            layout.show(data)
-            problems += [f"{name} {values}: {p}" for p in layout.text_problems()]
+    problems = explorer_text_problems(explorers.pretrained_explorer(model, tokenizer, sentences))
     assert not problems, problems[:6]
 
 
