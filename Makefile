@@ -17,7 +17,7 @@ SITE_TOOLS := $(VENV)/site-tools/node_modules/.package-lock.json
 # `make bench ONLY="flash sdpa"` re-runs some benchmarks and keeps the rest of results.json.
 BOOK_FLAGS := --all -W -n --keep-going
 
-.PHONY: book test bench clean setup format
+.PHONY: book test check bench clean setup format
 # `make book SOLUTIONS=hide` builds the student edition (no solutions) into _build/student.
 
 FIGURES := figures/_generated/logo.png
@@ -92,6 +92,11 @@ endif
 
 test: book
 	$(PY) -m pytest
+
+# `make check`: lint, the import contracts and the package's own tests, in a few minutes and
+# with no book build: every test but those marked book, browser or clients (pyproject.toml).
+check: $(STAMP)
+	$(PY) -m pytest -m "not book and not browser and not clients"
 
 # The chapters' code cells formatted to the width of a page's code column (chapters/ruff.toml,
 # checked by tests/test_lint.py); strings and comments ruff cannot shorten are split by hand.

@@ -4,8 +4,8 @@
 chapters that train models leave a core idle. ``make book`` runs this first: each
 notebook whose code is not in the cache yet runs in its own kernel (two at a time,
 slowest first), and a successful run is stored exactly as myst-nb stores it (same cache,
-same working directory, same timeout, same ``ATTENTION_CORE_WEBSITE_BUILD=1`` that
-tells the chapters they render for the website), so the build then finds it there. A notebook
+same working directory, same timeout, same website kernel, ``_ext/website_kernel.py``, that
+starts the chapters in the website's output mode), so the build then finds it there. A notebook
 that fails is left out of the cache: the build executes it again and fails, naming it.
 
 Usage: ``python _ext/execute_chapters.py`` from the book's root.
@@ -13,7 +13,6 @@ Usage: ``python _ext/execute_chapters.py`` from the book's root.
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -26,8 +25,7 @@ from jupyter_cache.base import CacheBundleIn
 from jupyter_cache.executors.utils import single_nb_execution
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from attention_core.models.site_build import WEBSITE_BUILD_ENV  # noqa: E402  (the book's own package)
+from website_kernel import error_outputs_of_notebook, install_kernelspec, website_kernel_name  # noqa: E402  (_ext/, beside this file)
 
 
 def notebooks() -> list[Path]:
@@ -39,10 +37,15 @@ def notebooks() -> list[Path]:
 def main() -> int:
     config = yaml.safe_load((ROOT / "_config.yml").read_text())
     timeout = config.get("execute", {}).get("timeout", 30)
+    aliases = config["sphinx"]["config"].get("nb_kernel_rgx_aliases", {})
+    install_kernelspec()
     cache = get_cache(ROOT / "_build" / ".jupyter_cache")
     todo = []
     for path in notebooks():
         nb = nbformat.read(path, nbformat.NO_CONVERT)
+        spec = nb.metadata.get("kernelspec", {})
+        if "name" in spec:  # myst-nb maps the kernel before it looks in the cache
+            spec["name"] = website_kernel_name(spec["name"], aliases)
         try:
             cache.match_cache_notebook(nb)
         except KeyError:
@@ -50,7 +53,6 @@ def main() -> int:
     if not todo:
         return 0
     print(f"executing {len(todo)} notebooks, two at a time", flush=True)
-    os.environ[WEBSITE_BUILD_ENV] = "1"  # as _ext/selfcontained.py does: the kernels render for the site
 
     def run(item):
         path, nb = item
@@ -62,8 +64,10 @@ def main() -> int:
         for future in as_completed([pool.submit(run, item) for item in todo]):
             path, nb, result = future.result()
             name = path.relative_to(ROOT)
-            if result.err is not None:  # the build re-runs it and reports the error
-                print(f"  {name}: failed ({type(result.err).__name__}); the build will report it", flush=True)
+            errors = error_outputs_of_notebook(nb) if result.err is None else []
+            if result.err is not None or errors:  # the build re-runs it and reports the error
+                why = type(result.err).__name__ if result.err is not None else "; ".join(errors)
+                print(f"  {name}: failed ({why}); the build will report it", flush=True)
                 continue
             uri = str(cache.add_nb_to_project(str(path)).uri)
             cache.cache_notebook_bundle(CacheBundleIn(nb, uri, data={"execution_seconds": result.time}),

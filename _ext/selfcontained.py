@@ -10,14 +10,7 @@ the page down for nothing.
 It also loads MathJax on every page, not only on pages with equations of their own:
 the navigation shows chapter titles, and a title can hold math. That is the fallback:
 ``site_pages.py`` typesets the math at build time and then removes the MathJax tags.
-
-Building the site is what asks for the site's output: ``setup`` sets
-``ATTENTION_CORE_WEBSITE_BUILD=1``, which the kernels that execute the chapters inherit
-(``attention_core.models.site_build``): explorers render every frame, training prints one summary
-line instead of a progress bar. A reader's kernel never has it.
 """
-
-import os
 
 DROP_FILES = ("sphinx-thebe.js",)
 DROP_BODIES = ("THEBE_JS_URL",)
@@ -38,7 +31,6 @@ def strip_scripts(app, pagename, templatename, context, doctree):
 
 
 def setup(app):
-    os.environ["ATTENTION_CORE_WEBSITE_BUILD"] = "1"  # attention_core.models.site_build.WEBSITE_BUILD_ENV
     app.set_html_assets_policy("always")
     app.connect("html-page-context", strip_scripts, priority=900)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

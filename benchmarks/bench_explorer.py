@@ -8,14 +8,12 @@ from __future__ import annotations
 
 import base64
 import functools
-import os
 import re
 import time
 
 from _timing import machine, median_seconds
 from attention_core.book import explorers
 from attention_core.models.seq2seq import Seq2Seq
-from attention_core.models.site_build import WEBSITE_BUILD_ENV
 from attention_core.models.tiny_transformer import TinyTransformer
 from attention_core.models.toy_tasks import tokenize
 
@@ -63,7 +61,6 @@ def first_display_seconds(make) -> float:
 
 
 def run() -> dict:
-    os.environ.pop(WEBSITE_BUILD_ENV, None)  # a reader's kernel
     import ipywidgets  # noqa: F401  loaded once by any notebook that shows widgets
 
     first_display_seconds(EXPLORERS["basics"])  # warm matplotlib's font cache

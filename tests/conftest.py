@@ -14,6 +14,14 @@ SITE = ROOT / "_build" / "html"
 CHAPTERS = sorted(p.stem for p in (ROOT / "chapters").glob("*.ipynb"))
 
 
+def pytest_collection_modifyitems(items):
+    """A test that needs the built website (the ``site`` fixture, directly or through
+    another fixture) is a ``book`` test: ``make check`` leaves it out."""
+    for item in items:
+        if "site" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.book)
+
+
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
@@ -47,6 +55,16 @@ def largest_tensor():
     """``with largest_tensor() as t: ...`` then ``t.largest``: the most elements any
     operation produced inside the block (memory growth checked without timing)."""
     return LargestTensor
+
+
+@pytest.fixture
+def website():
+    """Outputs shown as the website's build shows them (``attention_core.book.output``),
+    for one test; a reader's kernel's view is the default."""
+    from attention_core.book import output
+
+    with output.using("website"):
+        yield
 
 
 CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",

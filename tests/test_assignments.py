@@ -17,6 +17,8 @@ from conftest import CHAPTERS, ROOT
 sys.path.insert(0, str(ROOT / "_ext"))
 import make_assignments
 
+pytestmark = pytest.mark.book  # otter assign over the chapters (make assignments)
+
 OTTER = [sys.executable, "-m", "otter"]
 CHAPTER = "ch05"
 FAULTY = {  # question -> a student's wrong body (the upper triangle: the future, not the past)

@@ -53,6 +53,8 @@ from packaging.version import Version
 
 from conftest import ROOT
 
+pytestmark = pytest.mark.clients  # Binder's environment, resolved by pip
+
 BINDER = ROOT / "binder"
 RUNTIME = BINDER / "runtime.txt"
 REQUIREMENTS = BINDER / "requirements.txt"

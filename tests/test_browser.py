@@ -27,6 +27,8 @@ from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
+pytestmark = [pytest.mark.book, pytest.mark.browser]
+
 PAGES = (["intro"] + [f"chapters/{c}" for c in CHAPTERS]
          + ["notation", "glossary", "api", "instructor_guide", "performance", "bibliography"])
 SHOTS = ROOT / "_build" / "screenshots"

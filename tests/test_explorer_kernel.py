@@ -28,7 +28,6 @@ from attention_core.book.explorers import (
     sparse_mask_explorer,
     tiling_explorer,
 )
-from attention_core.models.site_build import WEBSITE_BUILD_ENV
 from attention_core.models.toy_tasks import tokenize
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
@@ -43,7 +42,6 @@ def explorer():
 def kernel(monkeypatch):
     """An IPython shell, so that ``display`` publishes outputs (captured by
     ``capture_output``) as in a reader's kernel."""
-    monkeypatch.delenv(WEBSITE_BUILD_ENV, raising=False)
     yield InteractiveShell.instance()
     InteractiveShell.clear_instance()  # the rest of the session runs with no kernel, as pytest does
 
@@ -186,8 +184,7 @@ def test_the_kernel_repr_is_the_figure(kernel, explorer):
     assert repr(explorer) == "Explorer(temperature τ, tokens shown)"
 
 
-def test_the_website_build_gets_every_frame_and_the_player(monkeypatch, explorer, kernel):
-    monkeypatch.setenv(WEBSITE_BUILD_ENV, "1")
+def test_the_website_build_gets_every_frame_and_the_player(website, explorer, kernel):
     outputs = shown(explorer)
     assert len(outputs) == 1, "the website gets the static explorer and no image or widget output"
     bundle = outputs[0].data

@@ -8,6 +8,8 @@ layouts. The website's build checks every frame of every explorer and every figu
 itself (the same functions), and stops naming the figure."""
 
 import math
+import types
+from pathlib import Path
 
 import matplotlib
 import pytest
@@ -23,11 +25,9 @@ from attention_core.book.render import (
     COLUMN_CSS_PX,
     TEXT_FLOOR_CSS_PX,
     FigureTextError,
-    WebsiteFigureError,
     check_shown_size,
     new_figure,
     shown_text_px,
-    stop_website_build,
     text_problems,
 )
 from attention_core.book.viz import figures
@@ -120,12 +120,29 @@ def test_shown_size_in_css_px():
         shown_text_px(12, 0, phone)
 
 
-def test_a_formatter_error_reaches_the_cell_while_the_website_is_built():
-    """IPython's display formatters swallow every Exception: the check's error leaves
-    them as a BaseException, so the cell (and the build) fails."""
-    with pytest.raises(WebsiteFigureError, match="cut"), stop_website_build():
-        raise FigureTextError("figure 'x': 'title' cut at the right edge by 3 px")
-    assert not issubclass(WebsiteFigureError, Exception)
+def test_a_formatter_error_fails_the_build_naming_page_and_figure():
+    """IPython's display formatters print an exception instead of raising it: the check's
+    error is an ordinary exception, and the build fails on the error output it leaves."""
+    import sys
+
+    from docutils import nodes
+    from sphinx.errors import ExtensionError
+
+    assert issubclass(FigureTextError, Exception)
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "_ext"))
+    try:
+        import website_kernel
+    finally:
+        sys.path.pop(0)
+    doctree = nodes.document(None, None)
+    traceback = nodes.literal_block(text="Traceback...\nFigureTextError: figure 'x': 'title' cut")
+    traceback["classes"] += ["output", "traceback"]
+    doctree += traceback
+    app = types.SimpleNamespace(env=types.SimpleNamespace(docname="chapters/02_scaling"))
+    with pytest.raises(ExtensionError, match=r"chapters/02_scaling: .*FigureTextError: figure 'x'"):
+        website_kernel.fail_on_error_outputs(app, doctree)
+    doctree.remove(traceback)
+    website_kernel.fail_on_error_outputs(app, doctree)  # no error output: nothing raised
 
 
 # ------------------------------------------------------------------ static figures

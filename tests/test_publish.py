@@ -244,6 +244,7 @@ return {outputs: outs.length, wide, chars};
 """
 
 
+@pytest.mark.browser
 def test_print_output_wraps_and_code_fits_the_desktop_column(server):
     line_length = int(re.search(r"^line-length\s*=\s*(\d+)", NOTEBOOK_RUFF.read_text(), re.M)[1])
     wide, columns, outputs = [], [], 0
@@ -274,6 +275,7 @@ return {boxes: boxes.map(b => [b.tabIndex, b.getAttribute('aria-label')]), code:
 SCROLLS = "return arguments[0].scrollWidth > arguments[0].clientWidth + 1"
 
 
+@pytest.mark.browser
 def test_a_phone_reader_scrolls_equations_with_the_keyboard_and_sees_code_scroll(server):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys

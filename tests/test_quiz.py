@@ -20,7 +20,6 @@ from IPython.utils.capture import capture_output
 from attention_core.book import questions as question_module
 from attention_core.book.quiz import quiz
 from attention_core.book.selfcheck import MultipleChoice, Numeric, parse_number
-from attention_core.models.site_build import WEBSITE_BUILD_ENV
 from conftest import CHAPTERS, ROOT
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
@@ -111,7 +110,6 @@ def test_numbers_come_from_the_package(monkeypatch):
 
 @pytest.fixture
 def kernel(monkeypatch):
-    monkeypatch.delenv(WEBSITE_BUILD_ENV, raising=False)
     yield InteractiveShell.instance()
     InteractiveShell.clear_instance()
 
@@ -141,8 +139,7 @@ def test_kernel_widgets_answer_right_and_wrong(kernel):
     assert "Not quite." in num.feedback.value and "without the mask" in num.feedback.value
 
 
-def test_website_view_is_real_form_controls(monkeypatch):
-    monkeypatch.setenv(WEBSITE_BUILD_ENV, "1")
+def test_website_view_is_real_form_controls(website):
     shown = quiz("ch09")
     bundle = shown._repr_mimebundle_()
     assert set(bundle) == {"text/html"}, "the website gets the static view alone"

@@ -11,9 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attention_core.book import render, viz
+from attention_core.book import output, render, viz
 from attention_core.book.viz import figures
-from attention_core.models.site_build import WEBSITE_BUILD_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "_ext"))
@@ -55,14 +54,12 @@ def test_a_draw_without_layout_draws_both_sizes():
 
 
 def test_live_kernel_gets_a_plain_png(monkeypatch, figure):
-    monkeypatch.delenv(WEBSITE_BUILD_ENV, raising=False)
     bundle = figure._repr_mimebundle_()
     assert set(bundle) == {"image/png", "text/plain"}
     assert bundle["image/png"].startswith(b"\x89PNG")
 
 
-def test_website_gets_a_picture_with_both_renderings(monkeypatch, figure):
-    monkeypatch.setenv(WEBSITE_BUILD_ENV, "1")
+def test_website_gets_a_picture_with_both_renderings(website, figure):
     bundle = figure._repr_mimebundle_()
     assert "image/png" not in bundle
     page = bundle["text/html"]
@@ -104,7 +101,7 @@ def test_pyplot_figures_are_measured_on_the_website():
     assert 'alt="Figure: identity."' in img
     # 6 pt text in a 9 inch figure is under 9 CSS px on a desktop: the website's build stops, naming it
     too_small = r"figure 'Figure: identity.': smallest text \d\.\d CSS px on a desktop"
-    with pytest.raises(render.WebsiteFigureError, match=too_small):
+    with pytest.raises(render.FigureTextError, match=too_small):
         figures.plain_figure_html(fig)
     plt.close(fig)
 
@@ -118,11 +115,24 @@ def test_panels_across_counts_rows_not_grid_cells():
         assert figures.panels_across(fig) == across, shape
 
 
-def test_outside_a_website_kernel_nothing_is_installed(monkeypatch):
-    monkeypatch.setenv(WEBSITE_BUILD_ENV, "1")
-    assert figures.install_website_figures() is False  # no IPython kernel here
-    monkeypatch.delenv(WEBSITE_BUILD_ENV)
-    assert figures.install_website_figures() is False
+def test_outside_a_kernel_nothing_is_installed(website):
+    assert figures.install_website_figures() is False  # no IPython shell here
+
+
+def test_a_kernel_shows_pyplot_figures_as_png_and_the_website_as_html():
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    try:
+        assert figures.install_website_figures() is True
+        fig = Figure(figsize=(3, 2))
+        fig.subplots().plot([0, 1])
+        html_of = shell.display_formatter.formatters["text/html"]
+        assert html_of(fig) is None, "a reader's kernel keeps the PNG alone"
+        with output.using("website"):
+            assert html_of(fig).startswith('<div class="ac-figure"><picture>')
+    finally:
+        InteractiveShell.clear_instance()
 
 
 def test_bad_arguments_are_named():

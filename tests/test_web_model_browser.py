@@ -31,6 +31,8 @@ import torch
 
 from conftest import ROOT, chromium, need_chromium
 
+pytestmark = [pytest.mark.book, pytest.mark.browser]
+
 PAGE = "chapters/13_pretrained_model.html"
 SHOTS = ROOT / "_build" / "screenshots"
 LAB = "_static/attention-lab"

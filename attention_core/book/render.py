@@ -17,7 +17,6 @@ and the explorers (:mod:`~attention_core.book.explorers`).
 from __future__ import annotations
 
 import base64
-import contextlib
 import inspect
 import io
 import math
@@ -208,22 +207,6 @@ _OVERLAP_PX = 1.5  # two boxes that share less than this in x or y do not overla
 class FigureTextError(ValueError):
     """A figure whose text is cut at its edge, overlaps another panel, or is too small
     where it is shown; the message names the figure and each problem."""
-
-
-class WebsiteFigureError(BaseException):
-    """A :class:`FigureTextError` met while the website is built, raised from a display
-    formatter. IPython's formatters print and swallow every ``Exception``; this one is a
-    ``BaseException`` so that it reaches the cell that shows the figure: the chapter's
-    execution fails and the build stops, naming the chapter and the figure."""
-
-
-@contextlib.contextmanager
-def stop_website_build():
-    """Inside it, a :class:`FigureTextError` becomes a :class:`WebsiteFigureError`."""
-    try:
-        yield
-    except FigureTextError as error:
-        raise WebsiteFigureError(str(error)) from error
 
 
 def shown_text_px(text_px: float, natural_width: float, column_px: float) -> float:

@@ -11,7 +11,7 @@ computed by the package when the page is built. A chapter shows its questions wi
 one of two views, chosen the way an
 explorer chooses (:mod:`~attention_core.book.explorers.engine`):
 
-* when the website is built (:func:`~attention_core.models.site_build.building_website`):
+* when the website is built (:func:`attention_core.book.output.view`):
   one ``text/html`` output, real form controls (a ``fieldset`` and ``legend`` per
   question, radio buttons or a text input, a submit button) and an ``aria-live`` line for
   the verdict, checked by the book's ``_static/quiz/quiz.js`` with no kernel and no
@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 import ipywidgets as widgets
 from IPython.display import display
 
-from ..models.site_build import building_website
+from . import output
 from .explorers.live import widget_view_mimebundle
 
 CODE = re.compile(r"`([^`]+)`")
@@ -288,10 +288,9 @@ class Quiz:
     def _repr_mimebundle_(self, include=None, exclude=None):
         """On the website the static view alone (``text/html``); in a kernel the widgets
         with the questions as text for front ends without them."""
-        if building_website():
-            return {"text/html": self.to_html()}
-        text = plain_text(self.chapter, self.questions)
-        return {**widget_view_mimebundle(self.widget()), "text/plain": text}
+        return output.view(website=lambda: {"text/html": self.to_html()},
+                           kernel=lambda: {**widget_view_mimebundle(self.widget()),
+                                           "text/plain": plain_text(self.chapter, self.questions)})
 
     def _ipython_display_(self):
         display(self._repr_mimebundle_(), raw=True)

@@ -22,9 +22,10 @@ A chapter shows an explorer one way, as the value of its cell; IPython then call
   layout;
 * when the book's website is built: the static view
   (:mod:`~attention_core.book.explorers.static`), one ``text/html`` output with every
-  frame rendered once in both layouts and swapped by a small player script, when
-  :func:`~attention_core.models.site_build.building_website` says the kernel builds the
-  website; nothing needs to be set in a reader's kernel.
+  frame rendered once in both layouts and swapped by a small player script.
+
+Which of the two is chosen in one place, :func:`attention_core.book.output.view`: the build's
+kernels start in the website's mode; nothing needs to be set in a reader's kernel.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from typing import Any, Callable  # noqa: UP035 (Sphinx resolves typing.Callable
 
 from IPython.display import display
 
-from ...models.site_build import building_website
+from .. import output
 from ..render import (
     FIGSIZE,
     LAYOUT_STYLE,
@@ -45,7 +46,6 @@ from ..render import (
     layout_figsizes,
     layout_rc,
     png_bytes,
-    stop_website_build,
     text_problems,
 )
 from . import live
@@ -296,18 +296,15 @@ class Explorer:
         return f"Explorer({', '.join(self.labels.values())})"
 
     def _repr_mimebundle_(self, include=None, exclude=None):
-        """One output: on the website the static view (``text/html``), in a kernel the
-        figure as it is now (``image/png`` and its alt text)."""
-        if building_website():
-            with stop_website_build():  # frames whose text is cut stop the build, named
-                return {"text/plain": repr(self), "text/html": self.to_html()}
-        return self.widget().image.bundle()
+        """One output: on the website the static view (``text/html``; frames whose text is
+        cut raise a :class:`~attention_core.book.render.FigureTextError`, named), in a kernel
+        the figure as it is now (``image/png`` and its alt text)."""
+        return output.view(website=lambda: {"text/plain": repr(self), "text/html": self.to_html()},
+                           kernel=lambda: self.widget().image.bundle())
 
     def _ipython_display_(self):
         """How IPython shows an explorer (a cell's value, or ``display``): the website's
         static view as one output, or in a kernel the controls and, in an output of its
         own, the figure (:func:`~attention_core.book.explorers.live.show`)."""
-        if building_website():
-            display(self._repr_mimebundle_(), raw=True)
-        else:
-            live.show(self, self.widget())
+        output.view(website=lambda: display(self._repr_mimebundle_(), raw=True),
+                    kernel=lambda: live.show(self, self.widget()))

@@ -9,7 +9,7 @@ twice, like an explorer's frames: ``draw(fig, layout)`` puts the panels side by 
 What a notebook shows:
 
 * in a live kernel (Jupyter, Colab, Binder): the wide figure, as an ordinary PNG;
-* when the website is built (:func:`~attention_core.models.site_build.building_website`): a
+* when the website is built (:func:`attention_core.book.output.view`): a
   ``<picture>`` whose ``<source media="(max-width: 600px)">`` is the narrow rendering
   and whose ``<img>`` is the wide one, with alt text, natural sizes, and per rendering
   ``data-min-text-px`` (the smallest text drawn, px at natural size) and
@@ -37,7 +37,7 @@ from IPython.display import display
 from matplotlib.figure import Figure
 from matplotlib.text import Text
 
-from ...models.site_build import building_website
+from .. import output
 from ..render import (
     COLUMN_CSS_PX,
     FIGSIZE,
@@ -53,7 +53,6 @@ from ..render import (
     layout_rc,
     save_png,
     shown_text_px,
-    stop_website_build,
     text_problems,
     tight_bbox,
 )
@@ -177,13 +176,9 @@ class StaticFigure:
         display(self)
 
     def _repr_mimebundle_(self, include=None, exclude=None):
-        bundle = {"text/plain": f"Figure: {self.alt}"}
-        if building_website():
-            with stop_website_build():
-                bundle["text/html"] = self.to_html()
-        else:
-            bundle[LIVE_PNG_MIME] = self.render("wide", small=False)["png"]
-        return bundle
+        shown = output.view(website=lambda: {"text/html": self.to_html()},
+                            kernel=lambda: {LIVE_PNG_MIME: self.render("wide", small=False)["png"]})
+        return {"text/plain": f"Figure: {self.alt}", **shown}
 
 
 def figure(draw: Callable, figsize=FIGSIZE, narrow_figsize=None, alt: str = "Figure.") -> StaticFigure:
@@ -304,21 +299,26 @@ def plain_figure_renderings(fig: Figure) -> dict[str, dict[str, Any]]:
 def plain_figure_html(fig: Figure) -> str:
     """The website's view of a pyplot figure (:func:`plain_figure_renderings`), with
     its smallest text and panels across recorded; a figure whose text is cut, overlaps
-    another panel or is too small stops the build, naming it."""
-    with stop_website_build():
-        return picture_html(plain_figure_renderings(fig), figure_alt(fig))
+    another panel or is too small raises a :class:`~attention_core.book.render.FigureTextError`
+    naming it, which fails the build (``_ext/website_kernel.py``)."""
+    return picture_html(plain_figure_renderings(fig), figure_alt(fig))
 
 
 def install_website_figures() -> bool:
-    """When the website is built in an IPython kernel, give every matplotlib figure a
-    ``text/html`` view (:func:`plain_figure_html`); returns whether it did."""
-    if not building_website():
-        return False
+    """In an IPython kernel, give every matplotlib figure a ``text/html`` view that the
+    website shows (:func:`plain_figure_html`) and a reader's kernel does not (it keeps the
+    inline backend's PNG); returns whether there was a kernel to install it in."""
     shell = get_ipython()
     if shell is None:
         return False
     # Load the backend now: Jupyter's inline backend, once loaded, clears every display
     # formatter of Figure and registers its own (image/png); ours must come after.
     getattr(plt, "_get_backend_mod", lambda: None)()
-    shell.display_formatter.formatters["text/html"].for_type(Figure, plain_figure_html)
+    shell.display_formatter.formatters["text/html"].for_type(Figure, _website_figure_html)
     return True
+
+
+def _website_figure_html(fig: Figure) -> str | None:
+    """A pyplot figure's ``text/html``: on the website :func:`plain_figure_html`; in a
+    kernel none (IPython then shows the PNG alone)."""
+    return output.view(website=lambda: plain_figure_html(fig), kernel=lambda: None)
