@@ -12,7 +12,7 @@ import yaml
 from jupyter_cache import get_cache
 from nbclient import NotebookClient
 
-from conftest import CHAPTERS, ROOT, SITE
+from conftest import ROOT, SITE
 
 pytestmark = pytest.mark.book  # builds books: the real one, and tiny ones with its configuration
 
@@ -55,7 +55,8 @@ def run_fresh(chapter: str):
     """Execute a chapter's reader notebook (what Colab and Binder open, written by the
     build: _ext/reader_notebooks.py) from scratch in its own kernel (a separate process)."""
     fresh = nbformat.read(SITE / "notebooks" / "chapters" / f"{chapter}.ipynb", 4)
-    NotebookClient(fresh, timeout=HANG_GUARD_S, resources={"metadata": {"path": str(ROOT / "chapters")}}).execute()
+    NotebookClient(fresh, timeout=HANG_GUARD_S,
+                   resources={"metadata": {"path": str(ROOT / "chapters")}}).execute()
     return fresh
 
 

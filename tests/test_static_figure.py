@@ -120,17 +120,19 @@ def test_outside_a_kernel_nothing_is_installed(website):
 
 
 def test_a_kernel_shows_pyplot_figures_as_png_and_the_website_as_html():
+    import matplotlib.pyplot as plt
     from IPython.core.interactiveshell import InteractiveShell
 
     shell = InteractiveShell.instance()
     try:
         assert figures.install_website_figures() is True
-        fig = Figure(figsize=(3, 2))
+        fig = plt.figure(figsize=(3, 2))
         fig.subplots().plot([0, 1])
         html_of = shell.display_formatter.formatters["text/html"]
         assert html_of(fig) is None, "a reader's kernel keeps the PNG alone"
         with output.using("website"):
             assert html_of(fig).startswith('<div class="ac-figure"><picture>')
+        plt.close(fig)
     finally:
         InteractiveShell.clear_instance()
 
