@@ -21,6 +21,8 @@ from torch.nn import functional as F
 
 from ._checks import check_positive_int
 
+__all__ = ["ACTIVATIONS", "FEED_FORWARDS", "GATES", "GatedFeedForward", "feed_forward"]
+
 ACTIVATIONS = {"gelu": nn.GELU, "relu": nn.ReLU}
 """The plain feed-forward network's nonlinearity, by name."""
 

@@ -14,6 +14,7 @@ Half precision: float16 overflows above 65504 and keeps 11 significant bits, so 
 of 70,000 weights or a logit of 5e3 is already lost. Every kernel of the package
 therefore computes float16/bfloat16 inputs in float32 (scores, softmax sums, running
 statistics, states: :func:`upcast`) and hands the result back in the input's dtype.
+``LOW_PRECISION`` and ``NEG_INF`` are the package's internal constants for it.
 
 Shape legend: ``...`` batch dims (e.g. B, H), L query length, S key length,
 E query/key dim per head (d_k), Ev value dim per head (d_v).
@@ -37,6 +38,9 @@ from ._checks import (
     scores_shape,
 )
 from .masks import causal_mask
+
+__all__ = ["apply_mask_", "compute_dtype", "eager_attention", "masked_softmax_",
+           "scaled_dot_product_attention", "softmax", "upcast"]
 
 LOW_PRECISION = (torch.float16, torch.bfloat16)
 NEG_INF = float("-inf")

@@ -25,6 +25,10 @@ from ._checks import check_attn_mask, check_positive_int, check_qkv, check_scale
 from .functional import NEG_INF, apply_mask_, masked_softmax_, softmax, upcast
 from .masks import sliding_window_mask
 
+__all__ = ["bigbird_mask", "density", "dilated_window_mask", "fixed_mask", "global_mask", "layers_from",
+           "layers_to_reach", "lsh_attention", "lsh_buckets", "lsh_candidates", "random_mask", "reach",
+           "sliding_window_attention", "strided_mask"]
+
 
 def _offsets(L: int, device=None) -> torch.Tensor:
     """``(L, L)`` matrix of ``i - j``: how far key ``j`` lies behind query ``i``."""
