@@ -97,8 +97,8 @@ class AttentionKernel:
         for argument, why in self.refuses:
             if argument == "is_causal":
                 check_is_causal(is_causal)
-            value = given.pop(argument)
-            if value is not None and value is not False:
+            got = given.pop(argument)
+            if got is not None and got is not False:
                 raise ValueError(f"ATTENTION_FUNCTIONS[{self.name!r}] cannot honour {argument}: {why}")
         return self.fn(query, key, value, **given, **options)
 

@@ -41,6 +41,8 @@ def feed_forward(embed_dim: int, ff_dim: int, activation: str = "gelu", dropout:
     give the plain ``nn.Sequential(Linear(D, F), act, Dropout, Linear(F, D))`` (the
     original Transformer's and ``nn.TransformerEncoderLayer``'s), ``"swiglu"`` or
     ``"geglu"`` a :class:`GatedFeedForward`, which has no dropout inside."""
+    check_positive_int("embed_dim", embed_dim)
+    check_positive_int("ff_dim", ff_dim)
     factory_kwargs = {"device": device, "dtype": dtype}
     if activation in GATES:
         return GatedFeedForward(embed_dim, ff_dim, activation, bias=bias, **factory_kwargs)

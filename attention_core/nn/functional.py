@@ -95,6 +95,7 @@ def softmax(scores: torch.Tensor, dim: int = -1, inplace: bool = False) -> torch
 
 def apply_mask_(scores: torch.Tensor, attn_mask=None, is_causal: bool = False) -> torch.Tensor:
     """Apply a boolean (True = may attend) or additive float mask to ``scores`` in place."""
+    check_tensor("scores", scores, min_dim=2)
     L, S = scores.shape[-2:]
     if is_causal:
         scores.masked_fill_(~causal_mask(L, S, device=scores.device), float("-inf"))
@@ -113,6 +114,7 @@ def masked_softmax_(scores: torch.Tensor) -> torch.Tensor:
     Such a row is set to 0 before the softmax, so neither pass meets ``exp(-inf) / 0``:
     its weights are uniform for a moment, then zeroed, and no gradient reaches it.
     """
+    check_tensor("scores", scores, min_dim=1)
     dead = scores.detach().amax(-1, keepdim=True) == NEG_INF  # (..., L, 1): no key left
     scores.masked_fill_(dead, 0.0)
     weights = softmax(scores, inplace=True)  # (..., L, S); no second L x S buffer
