@@ -154,8 +154,8 @@ def _modules_used(notebook: Path) -> set[str]:
     for package, names in re.findall(r"from attention_core\.(nn|models) import ([\w, ]+)", code):
         used |= {f"{package}.{name.split(' as ')[0].strip()}" for name in names.split(",")}
     names = set(re.findall(r"\bac\.(\w+)", code))
-    for line in re.findall(r"from attention_core import ([\w, ]+)", code):
-        names |= {name.strip() for name in line.split(",")}
+    for line in re.findall(r"from attention_core import \(?([\w,\s]+?)\)?\n", code):
+        names |= {name.strip() for name in line.split(",") if name.strip()}
     for name in names:
         module = getattr(attention_core, name).__module__ if name != "ATTENTION_FUNCTIONS" \
             else "attention_core.nn.attention_functions"
@@ -187,3 +187,61 @@ def test_the_api_page_lists_each_chapters_modules():
         listed |= {f"models.{m}" for m in re.findall(r"`(\w+)`", models)}
         notebook = next((ROOT / "chapters").glob(f"{int(number):02d}_*.ipynb"))
         assert listed == _modules_used(notebook), f"chapter {number}"
+
+
+# --- the public API: one rule -------------------------------------------------------------
+
+def _nn_modules() -> list[str]:
+    """The modules of attention_core.nn whose ``__all__`` ac re-exports: every one but the
+    private ones (``_checks``) and ``triton_flash`` (it imports Triton, an optional dependency)."""
+    return sorted(p.stem for p in (PACKAGE / "nn").glob("*.py")
+                  if not p.stem.startswith("_") and p.stem != "triton_flash")
+
+
+def test_ac_all_is_every_public_name_of_every_nn_module():
+    """The rule stated in attention_core's docstring and api.md: each nn module declares its
+    public names in ``__all__``; ``ac.__all__`` is their union, each re-exported, no name
+    twice; every function or class a module defines outside its ``__all__`` is underscored or
+    named as internal in the module's docstring."""
+    import importlib
+    import inspect
+
+    union, internal = [], []
+    for name in _nn_modules() + ["triton_flash"] * (importlib.util.find_spec("triton") is not None):
+        if name == "triton_flash":
+            source = (PACKAGE / "nn" / "triton_flash.py").read_text()
+            assert re.search(r"^__all__ = \[", source, re.M), "triton_flash has no __all__"
+            continue
+        module = importlib.import_module(f"attention_core.nn.{name}")
+        assert isinstance(getattr(module, "__all__", None), list), f"nn.{name} has no __all__"
+        assert all(hasattr(module, n) for n in module.__all__), f"nn.{name}.__all__ names a missing name"
+        union += module.__all__
+        said_internal = " ".join(part for part in module.__doc__.split("\n\n") if "nternal" in part)
+        for attr, value in vars(module).items():
+            defined_here = (inspect.isfunction(value) or inspect.isclass(value)) \
+                and value.__module__ == module.__name__
+            if defined_here and not attr.startswith("_") and attr not in module.__all__ \
+                    and f"``{attr}``" not in said_internal:
+                internal.append(f"nn.{name}.{attr}")
+    assert internal == [], "public-looking names neither in __all__ nor documented as internal"
+    assert len(union) == len(set(union)), "a name is in two modules' __all__"
+    assert sorted(attention_core.__all__) == sorted(union)
+    assert all(getattr(attention_core, n) is not None for n in attention_core.__all__)
+    api = (ROOT / "api.md").read_text()
+    assert "every module of `attention_core.nn`" in api.lower() and len(attention_core.__all__) >= 80
+
+
+def test_chapters_import_the_maths_from_one_place():
+    """A chapter names the maths through ``attention_core`` (``ac.X`` or ``from attention_core
+    import X``); it imports an nn module only as a module (``from attention_core.nn import
+    sparse``, to show its source or a name not re-exported), never a name from inside one,
+    unless that name is not re-exported (triton_flash's, a private one it shows)."""
+    offenders = []
+    for notebook in sorted((ROOT / "chapters").glob("*.ipynb")):
+        code = "\n".join("".join(cell["source"]) for cell in json.loads(notebook.read_text())["cells"]
+                         if cell["cell_type"] == "code")
+        for module, names in re.findall(r"from attention_core\.nn\.(\w+) import \(?([\w, \n]+)\)?", code):
+            for name in (n.strip() for n in names.split(",")):
+                if name and name in attention_core.__all__:
+                    offenders.append(f"{notebook.name}: from attention_core.nn.{module} import {name}")
+    assert offenders == []

@@ -1,6 +1,7 @@
 """One kernel contract: every entry of ATTENTION_FUNCTIONS is called as
-fn(query, key, value, **options) and returns (output, weights or None), and each equals
-an independent reference."""
+fn(query, key, value, attn_mask=None, is_causal=False, scale=None, **options), returns
+(output, weights or None), refuses what it cannot honour or does not know, and equals an
+independent reference."""
 
 import inspect
 import math
@@ -41,20 +42,88 @@ def call(name, query, key, value, **extra):
     fn = ATTENTION_FUNCTIONS[name]
     if name == "lsh":
         key = query  # Reformer shares queries and keys
-    return fn(query, key, value, **OPTIONS[name], **extra)
+    return fn(query, key, value, **OPTIONS.get(name, {}), **extra)
 
 
 def test_the_registry_is_exported_and_names_the_kernels():
     assert "ATTENTION_FUNCTIONS" in ac.__all__ and "eager_attention" in ac.__all__
     assert set(OPTIONS) <= set(ATTENTION_FUNCTIONS)
-    assert ATTENTION_FUNCTIONS["eager"] is ac.scaled_dot_product_attention
+    for name, fn in ATTENTION_FUNCTIONS.items():
+        assert isinstance(fn, ac.AttentionKernel) and fn.name == name
+
+
+def test_eager_is_one_kernel_everywhere():
+    """The registry's "eager" is what MultiHeadAttention(attention="eager") attends with, for
+    MHA and GQA alike: SDPA for as many kv heads as query heads, grouped_query otherwise."""
+    assert ac.MultiHeadAttention(8, 2).attention_fn is ATTENTION_FUNCTIONS["eager"]
+    q, k, v = qkv()
+    for a, b in zip(ATTENTION_FUNCTIONS["eager"](q, k, v, is_causal=True),
+                    ac.scaled_dot_product_attention(q, k, v, is_causal=True)):
+        assert torch.equal(a, b)
+    k1, v1 = k[:, :1], v[:, :1]  # one kv head for the H query heads (MQA)
+    for a, b in zip(ATTENTION_FUNCTIONS["eager"](q, k1, v1), ac.grouped_query_attention(q, k1, v1)):
+        assert torch.equal(a, b)
+
+
+UNIFORM = ["query", "key", "value", "attn_mask", "is_causal", "scale", "options"]
 
 
 @pytest.mark.parametrize("name", sorted(ATTENTION_FUNCTIONS))
-def test_every_kernel_takes_query_key_value_first(name):
-    params = list(inspect.signature(ATTENTION_FUNCTIONS[name]).parameters)
-    assert params[:3] == ["query", "key", "value"]
-    assert "causal" not in params and "mask" not in params  # PyTorch's names: is_causal, attn_mask
+def test_every_kernel_has_the_one_signature(name):
+    parameters = inspect.signature(ATTENTION_FUNCTIONS[name]).parameters
+    assert list(parameters) == UNIFORM
+    assert [p.default for p in parameters.values()][3:6] == [None, False, None]
+    assert parameters["options"].kind is inspect.Parameter.VAR_KEYWORD
+
+
+@pytest.mark.parametrize("name", sorted(ATTENTION_FUNCTIONS))
+def test_every_kernel_refuses_an_option_it_does_not_know(name):
+    """A TypeError naming the kernel and the option and listing the options it knows, before
+    any computation (the inputs are not even tensors)."""
+    kernel = ATTENTION_FUNCTIONS[name]
+    with pytest.raises(TypeError, match=rf"ATTENTION_FUNCTIONS\['{name}'\] takes no option 'windw'") as error:
+        kernel(None, None, None, windw=3)
+    assert all(option in str(error.value) for option in kernel.options)
+
+
+@pytest.mark.parametrize("name, missing", [("sliding_window", "window"), ("linformer", "key_projection"),
+                                           ("lsh", "num_buckets")])
+def test_a_missing_required_option_is_named(name, missing):
+    q, k, v = qkv()
+    with pytest.raises(TypeError, match=rf"ATTENTION_FUNCTIONS\['{name}'\] needs the option {missing}="):
+        ATTENTION_FUNCTIONS[name](q, q, v)
+
+
+REFUSED = [(name, argument) for name in sorted(ATTENTION_FUNCTIONS)
+           for argument, _ in ATTENTION_FUNCTIONS[name].refuses]
+
+
+def test_the_approximate_kernels_say_what_they_cannot_honour():
+    assert {(n, a) for n, a in REFUSED if n != "triton"} == {
+        ("linear", "attn_mask"), ("linear", "scale"), ("linformer", "attn_mask"),
+        ("linformer", "is_causal"), ("lsh", "attn_mask"), ("lsh", "is_causal"), ("lsh", "scale")}
+
+
+@pytest.mark.parametrize("name, argument", REFUSED, ids=[f"{n}-{a}" for n, a in REFUSED])
+def test_a_kernel_refuses_what_it_cannot_honour(name, argument):
+    """attn_mask, is_causal or scale given to a kernel that cannot honour it: a ValueError
+    naming both, never silently ignored."""
+    q, k, v = qkv()
+    value = {"attn_mask": torch.ones(T, T, dtype=torch.bool), "is_causal": True, "scale": 0.5}[argument]
+    with pytest.raises(ValueError, match=rf"ATTENTION_FUNCTIONS\['{name}'\] cannot honour {argument}"):
+        call(name, q, k, v, **{argument: value})
+
+
+@pytest.mark.parametrize("name", sorted(OPTIONS))
+def test_every_kernel_takes_the_three_arguments_by_position(name):
+    """``fn(q, k, v, attn_mask, is_causal, scale)`` by position: the same as by keyword."""
+    q, k, v = qkv()
+    k = q if name == "lsh" else k
+    args = (None, False, None) if name == "lsh" else (None, name != "linformer", None)
+    by_position = ATTENTION_FUNCTIONS[name](q, k, v, *args, **OPTIONS[name])[0]
+    by_keyword = ATTENTION_FUNCTIONS[name](q, k, v, attn_mask=args[0], is_causal=args[1], scale=args[2],
+                                           **OPTIONS[name])[0]
+    assert torch.equal(by_position, by_keyword)
 
 
 @pytest.mark.parametrize("name", sorted(OPTIONS))

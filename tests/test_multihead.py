@@ -188,9 +188,9 @@ def test_grouped_query_by_name_is_the_eager_path():
         assert torch.equal(a, b)
 
 
-def test_a_kernel_gets_only_the_options_a_call_uses():
-    """Linear attention takes no attn_mask and no dropout_p: a call without them works, and
-    equals the kernel on the key/value heads repeated to num_heads."""
+def test_a_kernel_that_refuses_attn_mask_serves_calls_without_one():
+    """Linear attention cannot honour attn_mask and has no dropout_p: a call without them
+    works, and equals the kernel on the key/value heads repeated to num_heads."""
     _, linear = twins("linear", num_kv_heads=1)
     x = torch.randn(2, 6, 16, dtype=torch.float64)
     for is_causal in (False, True):
@@ -207,8 +207,12 @@ def test_bad_attention_is_named():
         MultiHeadAttention(8, 2, attention="fast")
     with pytest.raises(TypeError, match="attention must be a name in"):
         MultiHeadAttention(8, 2, attention=lambda q, k, v: (v, None))
-    with pytest.raises(ValueError, match="attention='flash' has no dropout"):
+    with pytest.raises(ValueError, match="attention=.*flash.* has no dropout"):
         MultiHeadAttention(8, 2, dropout=0.1, attention="flash")
+    with pytest.raises(TypeError, match=r"ATTENTION_FUNCTIONS\['flash'\] takes no option 'window'"):
+        MultiHeadAttention(8, 2, attention=partial(ATTENTION_FUNCTIONS["flash"], window=3))
+    with pytest.raises(TypeError, match=r"ATTENTION_FUNCTIONS\['sliding_window'\] needs the option window="):
+        MultiHeadAttention(8, 2, attention=partial(ATTENTION_FUNCTIONS["sliding_window"], block_size=2))
     with pytest.raises(TypeError):
         MultiHeadAttention(8, 2, None, True, 0.0, False, 10000.0, None, None, "flash")  # keyword-only
 
@@ -220,7 +224,7 @@ def test_kernels_that_cannot_serve_the_layer_or_the_call_are_named():
     x = torch.randn(2, 5, 16)
     out, weights = linear(x, is_causal=True)  # what linear attention takes works
     assert out.shape == (2, 5, 16) and weights is None
-    with pytest.raises(ValueError, match="attention='linear' takes no attn_mask"):
+    with pytest.raises(ValueError, match=r"ATTENTION_FUNCTIONS\['linear'\] cannot honour attn_mask"):
         linear(x, attn_mask=torch.ones(5, 5, dtype=torch.bool))
 
 

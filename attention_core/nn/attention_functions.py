@@ -1,15 +1,26 @@
-"""Chapter 8 (and 11): one contract for every attention kernel, and a dict to pick
-one by name.
+"""Chapter 8 (and 11): one signature for every attention kernel, and a dict to pick one by
+name.
 
-Every kernel is called as ``fn(query, key, value, **options)`` and returns
-``(output, weights or None)``, as HuggingFace's attention functions do
-(``ALL_ATTENTION_FUNCTIONS``): ``output`` is ``(..., L, Ev)``; ``weights`` is
-``(..., L, S)`` for a kernel that forms them and ``None`` for one whose point is not to.
-A model or a benchmark picks a variant from :data:`ATTENTION_FUNCTIONS` instead of
-growing a flag for each, and fixes a kernel's options with ``functools.partial``::
+Every kernel of :data:`ATTENTION_FUNCTIONS` is called as::
+
+    output, weights = fn(query, key, value, attn_mask=None, is_causal=False, scale=None, **options)
+
+and returns ``(output, weights or None)``, as HuggingFace's attention functions do
+(``ALL_ATTENTION_FUNCTIONS``): ``output`` is ``(..., L, Ev)``; ``weights`` is ``(..., L, S)``
+for a kernel that forms them and ``None`` for one whose point is not to. ``attn_mask``,
+``is_causal`` and ``scale`` mean what they mean for
+:func:`~attention_core.nn.functional.scaled_dot_product_attention`; a kernel that cannot
+honour one of them refuses it (``ValueError``) rather than ignore it, and a kernel refuses an
+option it does not know (``TypeError`` naming the kernel and the option, listing those it
+knows). A model or a benchmark picks a variant by name instead of growing a flag for each,
+and fixes a kernel's options with ``functools.partial``::
 
     fn = functools.partial(ATTENTION_FUNCTIONS["sliding_window"], window=64)
     output, _ = fn(query, key, value)
+
+Each entry is an :class:`AttentionKernel`: the package's function that computes it, under the
+one signature. A name means one kernel everywhere: ``MultiHeadAttention(attention="eager")``
+attends with ``ATTENTION_FUNCTIONS["eager"]``.
 
 Shape legend: ``...`` batch dims (e.g. B batch, H heads), Hkv key/value heads (shared by
 the H query heads), L query length, S key length, T length of one token sequence
@@ -19,75 +30,154 @@ the H query heads), L query length, S key length, T length of one token sequence
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import importlib.util
-import os
 from collections.abc import Callable
 
 import torch
 
+from ._checks import check_is_causal
 from .flash import flash_attention
 from .functional import scaled_dot_product_attention
 from .heads import grouped_query_attention
 from .linear_attention import linear_attention, linformer_attention
 from .sparse import lsh_attention, sliding_window_attention
 
+__all__ = ["ATTENTION_FUNCTIONS", "AttentionFunction", "AttentionKernel"]
+
 AttentionFunction = Callable[..., tuple]
+"""The type of a kernel: an entry of :data:`ATTENTION_FUNCTIONS` (an :class:`AttentionKernel`)
+or a ``functools.partial`` of one with options fixed."""
 
 
-def triton_attention(query, key, value, attn_mask=None, is_causal=False, scale=None,
+def _eager_attention(query, key, value, attn_mask=None, is_causal=False, scale=None,
+                     dropout_p=0.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Scaled dot-product attention with its weights, for any number of key/value heads:
+    :func:`~attention_core.nn.heads.grouped_query_attention` when ``key (B, Hkv, S, E)`` has
+    fewer heads than ``query (B, H, L, E)`` (each kv head read once by its group), else
+    :func:`~attention_core.nn.functional.scaled_dot_product_attention` on ``(..., L, E)``."""
+    shared = (isinstance(query, torch.Tensor) and isinstance(key, torch.Tensor)
+              and query.dim() == 4 == key.dim() and key.size(1) < query.size(1))
+    attend = grouped_query_attention if shared else scaled_dot_product_attention
+    return attend(query, key, value, attn_mask, is_causal, scale, dropout_p)
+
+
+def _triton_attention(query, key, value, attn_mask=None, is_causal=False, scale=None,
                      block_m=None, block_n=None) -> tuple:
     """:func:`attention_core.nn.triton_flash.triton_attention`, the Triton kernel of chapter 11,
-    imported on the first call: Triton is an optional dependency (the ``gpu`` extra), and
-    importing it takes seconds and may switch it to its CPU interpreter, so ``import
-    attention_core`` never does."""
+    imported on the first call: Triton is an optional dependency (the ``gpu`` extra) and
+    importing it takes seconds, so ``import attention_core`` never does."""
     kernel = importlib.import_module(".triton_flash", __package__).triton_attention
     return kernel(query, key, value, attn_mask, is_causal, scale, block_m, block_n)
 
 
-ATTENTION_FUNCTIONS: dict[str, AttentionFunction] = {
-    "eager": scaled_dot_product_attention,
-    "grouped_query": grouped_query_attention,
-    "flash": flash_attention,
-    "sliding_window": sliding_window_attention,
-    "linear": linear_attention,
-    "linformer": linformer_attention,
-    "lsh": lsh_attention,
+@dataclasses.dataclass(frozen=True, repr=False)
+class AttentionKernel:
+    """One entry of :data:`ATTENTION_FUNCTIONS`: the function ``fn`` that computes it, called
+    as ``kernel(query, key, value, attn_mask=None, is_causal=False, scale=None, **options)``.
+
+    ``options``: the keyword options ``fn`` takes besides those three (``required``: those it
+    cannot run without); ``refuses``: ``(argument, why)`` for each of ``attn_mask``,
+    ``is_causal``, ``scale`` that it cannot honour, refused when given (not None, not False);
+    ``shared_kv_heads``: whether ``key``/``value`` may have fewer heads than ``query`` (Hkv
+    dividing H) without :func:`~attention_core.nn.heads.repeat_kv`.
+    """
+
+    name: str
+    fn: AttentionFunction
+    options: tuple[str, ...] = ()
+    required: tuple[str, ...] = ()
+    refuses: tuple[tuple[str, str], ...] = ()
+    shared_kv_heads: bool = False
+
+    def __call__(self, query, key, value, attn_mask=None, is_causal=False, scale=None, **options):
+        self.check_options(options)
+        given = {"attn_mask": attn_mask, "is_causal": is_causal, "scale": scale}
+        for argument, why in self.refuses:
+            if argument == "is_causal":
+                check_is_causal(is_causal)
+            got = given.pop(argument)
+            if got is not None and got is not False:
+                raise ValueError(f"ATTENTION_FUNCTIONS[{self.name!r}] cannot honour {argument}: {why}")
+        return self.fn(query, key, value, **given, **options)
+
+    def __repr__(self) -> str:
+        return f"ATTENTION_FUNCTIONS[{self.name!r}]"
+
+    def check_options(self, options) -> None:
+        """Raise a ``TypeError`` naming this kernel for an option it does not know or a
+        required one that is missing, listing the options it knows."""
+        unknown = sorted(set(options) - set(self.options))
+        missing = [name for name in self.required if name not in options]
+        known = ", ".join(self.options) or "none"
+        if unknown:
+            raise TypeError(f"ATTENTION_FUNCTIONS[{self.name!r}] takes no option {unknown[0]!r}; its "
+                            f"options (besides attn_mask, is_causal, scale) are: {known}")
+        if missing:
+            raise TypeError(f"ATTENTION_FUNCTIONS[{self.name!r}] needs the option {missing[0]}=...; its "
+                            f"options (besides attn_mask, is_causal, scale) are: {known}")
+
+
+_NO_SCORES = "it never forms the L x S scores that a mask or a scale acts on"
+
+ATTENTION_FUNCTIONS: dict[str, AttentionKernel] = {
+    "eager": AttentionKernel("eager", _eager_attention, ("dropout_p",), shared_kv_heads=True),
+    "grouped_query": AttentionKernel("grouped_query", grouped_query_attention, ("dropout_p",),
+                                     shared_kv_heads=True),
+    "flash": AttentionKernel("flash", flash_attention, ("block_q", "block_k")),
+    "sliding_window": AttentionKernel("sliding_window", sliding_window_attention,
+                                      ("window", "block_size"), required=("window",)),
+    "linear": AttentionKernel("linear", linear_attention, ("feature_map", "chunk_size", "eps"),
+                              refuses=(("attn_mask", _NO_SCORES), ("scale", _NO_SCORES))),
+    "linformer": AttentionKernel(
+        "linformer", linformer_attention, ("key_projection", "value_projection"),
+        required=("key_projection",),
+        refuses=(("attn_mask", "its scores are over the proj_len projected positions, not the S keys"),
+                 ("is_causal", "projecting along the sequence mixes future keys into every position"))),
+    "lsh": AttentionKernel(
+        "lsh", lsh_attention, ("num_buckets", "chunk_size", "num_hashes", "seed"),
+        required=("num_buckets",),
+        refuses=(("attn_mask", "its buckets, not a mask, choose the keys"),
+                 ("is_causal", "Reformer's causal masking is not implemented here"),
+                 ("scale", "it scales by 1/sqrt(E) against unit-length keys, as Reformer does"))),
 }
-"""Name -> kernel ``fn(query, key, value, **options) -> (output, weights or None)``.
+"""Name -> :class:`AttentionKernel`, each ``fn(query, key, value, attn_mask=None,
+is_causal=False, scale=None, **options) -> (output, weights or None)``.
 
-- ``"eager"``: :func:`~attention_core.nn.functional.scaled_dot_product_attention`; options
-  ``attn_mask``, ``is_causal``, ``scale``, ``dropout_p``; weights ``(..., L, S)``.
-- ``"grouped_query"``: :func:`~attention_core.nn.heads.grouped_query_attention`; ``query
-  (B, H, L, E)`` against ``key``/``value (B, Hkv, S, E)`` with ``Hkv`` dividing ``H``
-  (GQA, MQA), each kv head read once by its group; options as ``"eager"``; weights
-  ``(B, H, L, S)``. ``MultiHeadAttention(attention="eager")`` attends with it.
-- ``"flash"``: :func:`~attention_core.nn.flash.flash_attention`; options ``attn_mask``,
-  ``is_causal``, ``scale``, ``block_q``, ``block_k``; weights None.
+- ``"eager"``: scaled dot-product attention with its weights ``(..., L, S)``:
+  :func:`~attention_core.nn.functional.scaled_dot_product_attention`, or, for ``key``/``value
+  (B, Hkv, S, E)`` with fewer heads than ``query (B, H, L, E)``,
+  :func:`~attention_core.nn.heads.grouped_query_attention`; option ``dropout_p``.
+  ``MultiHeadAttention``'s default.
+- ``"grouped_query"``: :func:`~attention_core.nn.heads.grouped_query_attention` alone (4-dim
+  inputs, Hkv dividing H; GQA, MQA); option ``dropout_p``; weights ``(B, H, L, S)``.
+- ``"flash"``: :func:`~attention_core.nn.flash.flash_attention`; options ``block_q``,
+  ``block_k``; weights None.
 - ``"sliding_window"``: :func:`~attention_core.nn.sparse.sliding_window_attention`; needs
-  ``window``; options ``attn_mask``, ``is_causal``, ``scale``, ``block_size``; weights None.
+  ``window``; option ``block_size``; weights None.
 - ``"linear"``: :func:`~attention_core.nn.linear_attention.linear_attention`; options
-  ``feature_map``, ``is_causal``, ``chunk_size``, ``eps``; weights None.
+  ``feature_map``, ``chunk_size``, ``eps``; takes ``is_causal``, refuses ``attn_mask`` and
+  ``scale``; weights None.
 - ``"linformer"``: :func:`~attention_core.nn.linear_attention.linformer_attention`; needs
-  ``key_projection (proj_len, S)``; options ``value_projection``, ``scale``; weights
-  ``(..., L, proj_len)``, over the ``proj_len`` projected positions rather than the S keys.
-- ``"lsh"``: :func:`~attention_core.nn.sparse.lsh_attention`; needs ``num_buckets``;
-  options ``chunk_size``, ``num_hashes``, ``seed``; ``key`` must be ``query`` (Reformer
-  shares them); weights None.
-- ``"triton"`` (only where Triton is installed): ``triton_attention``, FlashAttention-2
-  as a Triton kernel (``attention_core.nn.triton_flash``: compiled on a CUDA GPU of
-  compute capability 8.0+, else run by Triton's CPU interpreter); ``query (..., H, L, E)``
-  against ``key``/``value (..., Hkv, S, E)`` with Hkv dividing H; options ``is_causal``,
-  ``scale``, ``block_m``, ``block_n``; an ``attn_mask`` is refused (ValueError); weights None.
+  ``key_projection (proj_len, S)``; option ``value_projection``; takes ``scale``, refuses
+  ``attn_mask`` and ``is_causal``; weights ``(..., L, proj_len)``, over the ``proj_len``
+  projected positions rather than the S keys.
+- ``"lsh"``: :func:`~attention_core.nn.sparse.lsh_attention`; needs ``num_buckets``; options
+  ``chunk_size``, ``num_hashes``, ``seed``; ``key`` must be ``query`` (Reformer shares them);
+  refuses ``attn_mask``, ``is_causal`` and ``scale``; weights None.
+- ``"triton"`` (only where Triton is installed, the ``gpu`` extra): FlashAttention-2 as a
+  Triton kernel (``attention_core.nn.triton_flash``, run as
+  :func:`~attention_core.nn.backends.triton_mode` says); ``query (..., H, L, E)`` against
+  ``key``/``value (..., Hkv, S, E)`` with Hkv dividing H; options ``block_m``, ``block_n``;
+  takes ``is_causal`` and ``scale``, refuses ``attn_mask``; weights None.
 
-The exact kernels (``eager``, ``flash``, ``triton``, and ``sliding_window`` with its band as the
-mask) equal ``torch.nn.functional.scaled_dot_product_attention``; the others are
-different attentions (chapter 8).
+The exact kernels (``eager``, ``grouped_query``, ``flash``, ``triton``, and ``sliding_window``
+with its band as the mask) equal ``torch.nn.functional.scaled_dot_product_attention``; the
+others are different attentions (chapter 8).
 """
-if importlib.util.find_spec("triton") is not None:  # the `gpu` extra (Linux)
-    ATTENTION_FUNCTIONS["triton"] = triton_attention
-    if not torch.cuda.is_available():
-        # Without a GPU, Triton can only interpret. Its library (tl.zeros, tl.sum...) is built
-        # for one mode when triton is first imported, by whatever imports it (torch._dynamo
-        # does): say "interpret" now, before anything can, without importing triton.
-        os.environ.setdefault("TRITON_INTERPRET", "1")
+if importlib.util.find_spec("triton") is not None:  # the `gpu` extra (Linux); not imported here
+    ATTENTION_FUNCTIONS["triton"] = AttentionKernel(
+        "triton", _triton_attention, ("block_m", "block_n"), shared_kv_heads=True,
+        refuses=(("attn_mask", "it takes is_causal=True, not an arbitrary mask; "
+                               "ATTENTION_FUNCTIONS['flash'] takes one"),))

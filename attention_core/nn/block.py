@@ -28,6 +28,8 @@ from .kv_cache import HeadCache
 from .multihead import MultiHeadAttention
 from .norms import QKNormLinear, RMSNorm
 
+__all__ = ["NORMS", "TransformerBlock", "TransformerDecoderBlock"]
+
 NORMS = ("layer", "rms")
 """Names of the block's normalisations, LayerNorm (``nn.LayerNorm``) and
 :class:`~attention_core.nn.norms.RMSNorm`."""

@@ -30,6 +30,8 @@ import torch
 from ._checks import check_device, check_positive_int, check_qkv, check_tensor
 from .functional import upcast
 
+__all__ = ["delta_rule_attention"]
+
 
 def _check(query, key, value, beta, gate, chunk_size) -> None:
     check_qkv(query, key, value)

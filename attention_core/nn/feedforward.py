@@ -21,6 +21,8 @@ from torch.nn import functional as F
 
 from ._checks import check_positive_int
 
+__all__ = ["ACTIVATIONS", "FEED_FORWARDS", "GATES", "GatedFeedForward", "feed_forward"]
+
 ACTIVATIONS = {"gelu": nn.GELU, "relu": nn.ReLU}
 """The plain feed-forward network's nonlinearity, by name."""
 
@@ -39,6 +41,8 @@ def feed_forward(embed_dim: int, ff_dim: int, activation: str = "gelu", dropout:
     give the plain ``nn.Sequential(Linear(D, F), act, Dropout, Linear(F, D))`` (the
     original Transformer's and ``nn.TransformerEncoderLayer``'s), ``"swiglu"`` or
     ``"geglu"`` a :class:`GatedFeedForward`, which has no dropout inside."""
+    check_positive_int("embed_dim", embed_dim)
+    check_positive_int("ff_dim", ff_dim)
     factory_kwargs = {"device": device, "dtype": dtype}
     if activation in GATES:
         return GatedFeedForward(embed_dim, ff_dim, activation, bias=bias, **factory_kwargs)

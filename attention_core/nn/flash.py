@@ -24,6 +24,8 @@ from ._checks import check_attn_mask, check_positive_int, check_qkv, check_scale
 from .functional import NEG_INF, upcast
 from .masks import causal_mask
 
+__all__ = ["flash_attention", "flash_attention_lse", "online_softmax"]
+
 
 def online_softmax(scores: torch.Tensor, block_size: int):
     """Softmax of one row ``scores (S,)`` read ``block_size`` entries at a time.

@@ -14,6 +14,7 @@ Half precision: float16 overflows above 65504 and keeps 11 significant bits, so 
 of 70,000 weights or a logit of 5e3 is already lost. Every kernel of the package
 therefore computes float16/bfloat16 inputs in float32 (scores, softmax sums, running
 statistics, states: :func:`upcast`) and hands the result back in the input's dtype.
+``LOW_PRECISION`` and ``NEG_INF`` are the package's internal constants for it.
 
 Shape legend: ``...`` batch dims (e.g. B, H), L query length, S key length,
 E query/key dim per head (d_k), Ev value dim per head (d_v).
@@ -37,6 +38,9 @@ from ._checks import (
     scores_shape,
 )
 from .masks import causal_mask
+
+__all__ = ["apply_mask_", "compute_dtype", "eager_attention", "masked_softmax_",
+           "scaled_dot_product_attention", "softmax", "upcast"]
 
 LOW_PRECISION = (torch.float16, torch.bfloat16)
 NEG_INF = float("-inf")
@@ -91,6 +95,7 @@ def softmax(scores: torch.Tensor, dim: int = -1, inplace: bool = False) -> torch
 
 def apply_mask_(scores: torch.Tensor, attn_mask=None, is_causal: bool = False) -> torch.Tensor:
     """Apply a boolean (True = may attend) or additive float mask to ``scores`` in place."""
+    check_tensor("scores", scores, min_dim=2)
     L, S = scores.shape[-2:]
     if is_causal:
         scores.masked_fill_(~causal_mask(L, S, device=scores.device), float("-inf"))
@@ -109,6 +114,7 @@ def masked_softmax_(scores: torch.Tensor) -> torch.Tensor:
     Such a row is set to 0 before the softmax, so neither pass meets ``exp(-inf) / 0``:
     its weights are uniform for a moment, then zeroed, and no gradient reaches it.
     """
+    check_tensor("scores", scores, min_dim=1)
     dead = scores.detach().amax(-1, keepdim=True) == NEG_INF  # (..., L, 1): no key left
     scores.masked_fill_(dead, 0.0)
     weights = softmax(scores, inplace=True)  # (..., L, S); no second L x S buffer

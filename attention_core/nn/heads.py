@@ -19,6 +19,8 @@ from ._checks import check_positive_int, check_tensor
 from .functional import scaled_dot_product_attention
 from .masks import causal_mask
 
+__all__ = ["grouped_query_attention", "merge_heads", "repeat_kv", "split_heads"]
+
 
 def _check_rank(name: str, x, rank: int, shape: str) -> None:
     """Raise unless ``x`` is a tensor (of any dtype: these only reshape) with exactly

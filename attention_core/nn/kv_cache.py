@@ -10,6 +10,10 @@ Every cache of the package shares one interface, as HuggingFace's cache layers d
 ``MultiHeadAttention(..., kv_cache=cache)`` decodes with (``append(k, v)``). Code that
 reuses a cache calls ``reset()``; it never writes a cache's state by hand.
 
+Internal, shared with the other caches (:mod:`~attention_core.nn.paged`,
+:mod:`~attention_core.nn.latent_attention`) and not in ``__all__``: ``check_new_entries``
+(the checks of ``append``) and ``crop_length`` (the checks and bookkeeping of ``crop``).
+
 Shape legend: B batch, Hkv key/value heads (h_kv), T tokens appended in one step, S
 cached length (the keys a new query attends to), E head dim (d_k).
 """
@@ -21,6 +25,8 @@ from typing import Protocol, runtime_checkable
 import torch
 
 from ._checks import check_device, check_dtype, check_float_dtype, check_positive_int, check_tensor
+
+__all__ = ["Cache", "HeadCache", "KVCache", "RollingKVCache", "kv_cache_bytes", "streaming_mask"]
 
 
 @runtime_checkable

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from ._checks import check_positive_int
 from .kv_cache import kv_cache_bytes
 
+__all__ = ["KVLayout", "kv_memory_bytes"]
+
 
 @dataclass(frozen=True)
 class KVLayout:

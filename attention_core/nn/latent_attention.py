@@ -52,6 +52,8 @@ from .heads import merge_heads, split_heads
 from .kv_cache import Cache, crop_length
 from .positional import apply_rotary
 
+__all__ = ["LatentKVCache", "MultiHeadLatentAttention"]
+
 
 class LatentKVCache(Cache):
     """The cache of :class:`MultiHeadLatentAttention`: per token the latent ``psi``

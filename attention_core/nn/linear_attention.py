@@ -34,6 +34,10 @@ import torch.nn.functional as F
 from ._checks import check_device, check_positive_int, check_qkv, check_scale, check_tensor
 from .functional import eager_attention, upcast
 
+__all__ = ["FEATURE_MAPS", "elu_feature_map", "kernel_attention_weights", "linear_attention",
+           "linformer_attention", "performer_feature_map", "pooling_projection", "random_features",
+           "sequence_projection"]
+
 FeatureMap = Callable[[torch.Tensor], torch.Tensor]
 
 

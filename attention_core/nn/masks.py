@@ -16,6 +16,8 @@ import torch
 
 from ._checks import check_positive_int
 
+__all__ = ["causal_mask", "padding_mask", "sliding_window_mask"]
+
 
 def causal_mask(L: int, S: int | None = None, device=None) -> torch.Tensor:
     """Causal mask ``(L, S)``: query ``i`` may attend to key ``j`` when ``j <= i + (S - L)``.

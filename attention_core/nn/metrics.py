@@ -10,6 +10,8 @@ import torch
 from ._checks import check_tensor
 from .functional import upcast
 
+__all__ = ["attention_entropy"]
+
 
 def attention_entropy(weights: torch.Tensor) -> torch.Tensor:
     """Shannon entropy of each row of ``weights (..., L, S)`` in nats: ``(..., L)``,

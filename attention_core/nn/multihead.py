@@ -12,7 +12,6 @@ is indexed by ``a``: query head ``a`` uses key/value head ``a // G``.
 from __future__ import annotations
 
 import functools
-import inspect
 
 import torch
 from torch import nn
@@ -27,32 +26,32 @@ from ._checks import (
     check_positive_int,
     check_tensor,
 )
-from .attention_functions import ATTENTION_FUNCTIONS, AttentionFunction
-from .heads import grouped_query_attention, merge_heads, repeat_kv, split_heads
+from .attention_functions import ATTENTION_FUNCTIONS, AttentionFunction, AttentionKernel
+from .heads import merge_heads, repeat_kv, split_heads
 from .kv_cache import HeadCache, KVCache
 from .positional import apply_rotary
 
+__all__ = ["MultiHeadAttention", "mean_pool_kv_heads"]
+
 
 def _attention_kernel(attention: str | AttentionFunction) -> AttentionFunction:
-    """The kernel ``MultiHeadAttention(attention=...)`` attends with.
-
-    A name of :data:`~attention_core.nn.attention_functions.ATTENTION_FUNCTIONS` gives its
-    kernel, except ``"eager"``, which gives the dict's ``"grouped_query"``
-    (:func:`~attention_core.nn.heads.grouped_query_attention`: scaled dot-product attention
-    that reads each key/value head once per group, so the layer keeps it for MHA, GQA and
-    MQA alike). A kernel of the dict, or a ``functools.partial`` of one with options fixed,
-    is returned as it is. ``"lsh"`` is refused: Reformer's keys are its queries, which two
-    projections never give.
+    """The kernel ``MultiHeadAttention(attention=...)`` attends with: a name of
+    :data:`~attention_core.nn.attention_functions.ATTENTION_FUNCTIONS` gives its kernel (the
+    same one everywhere); a kernel of the dict, or a ``functools.partial`` of one with options
+    fixed (checked now), is returned as it is. ``"lsh"`` is refused: Reformer's keys are its
+    queries, which two projections never give.
     """
     if isinstance(attention, str):
         if attention not in ATTENTION_FUNCTIONS:
             raise ValueError(f"attention must be one of {sorted(ATTENTION_FUNCTIONS)} (the names of "
                              f"ATTENTION_FUNCTIONS), got {attention!r}")
-        attention = ATTENTION_FUNCTIONS["grouped_query" if attention == "eager" else attention]
+        attention = ATTENTION_FUNCTIONS[attention]
     kernel = attention.func if isinstance(attention, functools.partial) else attention
     if not any(kernel is fn for fn in ATTENTION_FUNCTIONS.values()):
         raise TypeError(f"attention must be a name in {sorted(ATTENTION_FUNCTIONS)}, a kernel of "
                         f"ATTENTION_FUNCTIONS or a functools.partial of one, got {attention!r}")
+    if isinstance(attention, functools.partial):
+        kernel.check_options(attention.keywords)  # a layer passes no option but dropout_p
     if kernel is ATTENTION_FUNCTIONS["lsh"]:  # Reformer's keys are its queries; W_q and W_k differ
         raise ValueError("attention='lsh' needs key to be query (Reformer shares them), which "
                          "MultiHeadAttention's separate W_q and W_k never give")
@@ -95,14 +94,15 @@ class MultiHeadAttention(nn.Module):
         window = functools.partial(ATTENTION_FUNCTIONS["sliding_window"], window=64)
         layer = MultiHeadAttention(512, 8, attention=window)
 
-    ``"eager"`` (the default) is :func:`~attention_core.nn.heads.grouped_query_attention`,
-    which reads each key/value head once per group. Any other kernel gets the key/value
-    heads repeated to ``num_heads`` (:func:`~attention_core.nn.heads.repeat_kv`) and only
-    the options a call uses (``attn_mask`` when given, ``is_causal`` when True,
-    ``dropout_p`` when training with ``dropout > 0``); a kernel that forms no weights
-    makes ``forward`` return ``None`` for them. A kernel without an option a call needs
-    raises a ``ValueError`` naming it (``"linear"`` takes no ``attn_mask``); a banded
-    kernel aligns its band to square attention, so decode with a cache under ``"eager"``.
+    ``"eager"`` (the default) is ``ATTENTION_FUNCTIONS["eager"]``, the same kernel as
+    everywhere: for GQA and MQA it reads each key/value head once per group. A kernel that
+    does not take fewer key/value heads gets them repeated to ``num_heads``
+    (:func:`~attention_core.nn.heads.repeat_kv`). Every call passes ``attn_mask``,
+    ``is_causal`` (and ``dropout_p`` when training with ``dropout > 0``); a kernel that cannot
+    honour one refuses it with a ``ValueError`` naming it (``"linear"`` takes no
+    ``attn_mask``), and a kernel that forms no weights makes ``forward`` return ``None`` for
+    them. A banded kernel aligns its band to square attention, so decode with a cache under
+    ``"eager"``.
     """
 
     def __init__(self, embed_dim: int, num_heads: int, num_kv_heads: int | None = None,
@@ -116,7 +116,7 @@ class MultiHeadAttention(nn.Module):
         self.head_dim = embed_dim // num_heads
         self.dropout, self.rope, self.rope_base = dropout, rope, rope_base
         self.attention, self.attention_fn = attention, _attention_kernel(attention)
-        if dropout > 0 and "dropout_p" not in inspect.signature(self.attention_fn).parameters:
+        if dropout > 0 and "dropout_p" not in self._kernel().options:
             raise ValueError(f"attention={attention!r} has no dropout on its weights; "
                              f"pass dropout=0.0 or an attention with dropout_p such as 'eager'")
         kv_dim = num_kv_heads * self.head_dim
@@ -241,22 +241,16 @@ class MultiHeadAttention(nn.Module):
         """``q (B, H, L, E)`` over ``k``, ``v (B, Hkv, S, E)`` with the layer's kernel ->
         ``(output (B, H, L, E), weights (B, H, L, S) or None)``."""
         dropout_p = self.dropout if self.training else 0.0
-        if self.attention_fn is grouped_query_attention:  # each kv head read once per group
-            return grouped_query_attention(q, k, v, attn_mask=attn_mask, is_causal=is_causal,
-                                           dropout_p=dropout_p)
-        options = {}  # only what this call uses, so kernels without an option still fit
-        if attn_mask is not None:
-            options["attn_mask"] = attn_mask
-        if is_causal:
-            options["is_causal"] = True
-        if dropout_p > 0:
-            options["dropout_p"] = dropout_p
-        unknown = sorted(set(options) - set(inspect.signature(self.attention_fn).parameters))
-        if unknown:
-            raise ValueError(f"attention={self.attention!r} takes no {', '.join(unknown)}; "
-                             f"use attention='eager' for this call")
-        G = self.num_heads // self.num_kv_heads
-        return self.attention_fn(q, repeat_kv(k, G), repeat_kv(v, G), **options)  # kv: (B, H, S, E)
+        options = {"dropout_p": dropout_p} if dropout_p > 0 else {}  # dropout > 0 needs a kernel with it
+        G = 1 if self._kernel().shared_kv_heads else self.num_heads // self.num_kv_heads
+        # (B, Hkv, S, E) -> (B, H, S, E) for a kernel that needs a kv head per query head
+        return self.attention_fn(q, repeat_kv(k, G), repeat_kv(v, G), attn_mask, is_causal, **options)
+
+    def _kernel(self) -> AttentionKernel:
+        """The :class:`~attention_core.nn.attention_functions.AttentionKernel` under
+        ``attention_fn`` (a kernel or a ``functools.partial`` of one)."""
+        fn = self.attention_fn
+        return fn.func if isinstance(fn, functools.partial) else fn
 
 
 def mean_pool_kv_heads(mha: MultiHeadAttention, num_kv_heads: int) -> MultiHeadAttention:

@@ -20,6 +20,8 @@ from torch import nn
 
 from ._checks import check_positive_int, check_tensor
 
+__all__ = ["QKNormLinear", "RMSNorm", "rms_norm"]
+
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor | None = None, eps: float = 1e-6) -> torch.Tensor:
     """``x (..., D)`` divided by its root mean square over the last axis, times ``weight

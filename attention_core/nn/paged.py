@@ -22,6 +22,8 @@ from ._checks import check_device, check_float_dtype, check_positive_int, check_
 from .heads import grouped_query_attention
 from .kv_cache import Cache, check_new_entries
 
+__all__ = ["PagedKVCache", "paged_attention"]
+
 
 class PagedKVCache(Cache):
     """One pool ``keys``, ``values (num_blocks, Hkv, block_size, E)`` shared by many

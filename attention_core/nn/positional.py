@@ -18,6 +18,8 @@ import torch
 
 from ._checks import check_base, check_float_dtype, check_positive_int, check_tensor
 
+__all__ = ["alibi_bias", "alibi_slopes", "apply_rotary", "sinusoidal_encoding", "sinusoidal_shift_matrix"]
+
 
 def _check_even(name: str, value: int) -> None:
     check_positive_int(name, value)

@@ -32,6 +32,8 @@ from torch import nn
 from ._checks import check_device, check_dtype, check_positive_int, check_tensor
 from .functional import softmax
 
+__all__ = ["SCORES", "AdditiveScore", "ConcatScore", "DotScore", "GeneralScore", "attend", "make_score"]
+
 
 def _check_dims(query_dim: int, key_dim: int, attn_dim: int | None) -> None:
     """Raise unless the widths of a score module are positive ints (``attn_dim`` may be None

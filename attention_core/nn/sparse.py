@@ -21,9 +21,13 @@ import math
 
 import torch
 
-from ._checks import check_attn_mask, check_positive_int, check_qkv, check_scale
+from ._checks import check_attn_mask, check_positive_int, check_qkv, check_scale, check_tensor
 from .functional import NEG_INF, apply_mask_, masked_softmax_, softmax, upcast
 from .masks import sliding_window_mask
+
+__all__ = ["bigbird_mask", "density", "dilated_window_mask", "fixed_mask", "global_mask", "layers_from",
+           "layers_to_reach", "lsh_attention", "lsh_buckets", "lsh_candidates", "random_mask", "reach",
+           "sliding_window_attention", "strided_mask"]
 
 
 def _offsets(L: int, device=None) -> torch.Tensor:
@@ -264,6 +268,7 @@ def lsh_buckets(x: torch.Tensor, num_buckets: int, num_hashes: int = 1, seed: in
     The rotations are drawn on the CPU from ``seed`` (the same on every device) and
     applied on ``x``'s device; the ids lie there too.
     """
+    check_tensor("x", x, min_dim=2)
     check_positive_int("num_buckets", num_buckets)
     if num_buckets % 2 and num_buckets != 1:
         raise ValueError(f"num_buckets must be 1 or even, got {num_buckets}")
@@ -281,6 +286,7 @@ def lsh_buckets(x: torch.Tensor, num_buckets: int, num_hashes: int = 1, seed: in
 def lsh_candidates(qk: torch.Tensor, num_buckets: int, num_hashes: int = 1, seed: int = 0) -> torch.Tensor:
     """``(T, T)`` bool: True where positions ``i`` and ``j`` share a bucket in at least
     one hashing round, the pairs Reformer may compare (before chunking). ``qk (T, E)``."""
+    check_tensor("qk", qk)
     if qk.dim() != 2:
         raise ValueError(f"qk must be (T, E), got shape {tuple(qk.shape)}")
     buckets = lsh_buckets(qk, num_buckets, num_hashes, seed)  # (hashes, T)

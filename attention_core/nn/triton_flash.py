@@ -10,10 +10,14 @@ log-sum-exp ``m + log l`` once. The whole grid of programs runs in parallel.
 
 Optional: needs the ``gpu`` extra (``pip install 'attention_core[gpu]'``, Linux only) and is
 imported only on first use (``ATTENTION_FUNCTIONS["triton"]``), never by ``import
-attention_core``. Where Triton cannot compile for the machine (no CUDA GPU, or one below
-compute capability 8.0, which current Triton does not support) importing this module sets
-``TRITON_INTERPRET=1`` first: Triton then runs every program one after another on the CPU
-with numpy. Same code, same results, no speed: the interpreter checks correctness only.
+attention_core``. How it runs is read, once, from
+:func:`~attention_core.nn.backends.triton_mode` when this module is imported: compiled on a
+CUDA GPU of compute capability 8.0+, or by Triton's CPU interpreter where the caller has set
+``TRITON_INTERPRET=1`` before anything imported triton (chapter 11 and the tests do, where no
+GPU compiles); nothing here sets the environment. The interpreter runs every program one
+after another on the CPU with numpy. Same code, same results, no speed: it checks
+correctness only. Where neither is possible the kernels refuse to run, with a
+``RuntimeError`` that says what to set.
 Under the interpreter, tiles are computed in float32 (its ``tl.dot`` on bfloat16 is wrong);
 compiled, float16/bfloat16 tiles go to the tensor cores with float32 accumulation.
 
@@ -29,33 +33,42 @@ of rows), Bk key tile, BE/BEv E/Ev padded to a power of two.
 from __future__ import annotations
 
 import math
-import os
 
 import torch
+import triton
+import triton.language as tl
 
 from ._checks import check_is_causal, check_positive_int, check_qkv, check_scale, check_tensor
+from .backends import triton_mode
 
+__all__ = ["INTERPRETED", "MODE", "TritonFlashAttention", "dot", "run_tile_update",
+           "tile_update", "triton_attention", "triton_attention_lse"]
 
-def compiles_here() -> bool:
-    """Whether Triton can compile for this machine: a CUDA GPU of compute capability 8.0 or
-    more (Ampere and later; Triton 3.3 dropped Turing, e.g. the T4)."""
-    return torch.cuda.is_available() and torch.cuda.get_device_capability() >= (8, 0)
+MODE = triton_mode()
+"""How this module's kernels run: ``"compiled"``, ``"interpreted"`` or ``None`` (they cannot
+run here), read when it is imported: Triton fixes its mode when it is imported."""
 
-
-if not compiles_here():
-    os.environ.setdefault("TRITON_INTERPRET", "1")  # read when @triton.jit runs, just below
-
-import triton  # noqa: E402  (after TRITON_INTERPRET is set)
-import triton.language as tl  # noqa: E402
-
-INTERPRETED = os.environ.get("TRITON_INTERPRET", "0").lower() in ("1", "true", "on", "yes")
+INTERPRETED = MODE == "interpreted"
 """True where this module's kernels run under Triton's interpreter (on the CPU)."""
 
 if INTERPRETED and type(tl.zeros).__name__ != "InterpretedFunction":
     raise ImportError(
-        "triton was imported before TRITON_INTERPRET=1 was set, so its library (tl.zeros, tl.sum...) "
-        "is compiled-only and cannot run on the CPU; set os.environ['TRITON_INTERPRET'] = '1' before "
-        "anything imports triton (or import attention_core.nn.triton_flash first)")
+        "TRITON_INTERPRET=1 is set, but triton was imported before it was (something imported "
+        "triton first: torch._dynamo, torch.compile, ...), so its library (tl.zeros, tl.sum...) is "
+        "compiled-only and cannot run on the CPU; set os.environ['TRITON_INTERPRET'] = '1' before "
+        "anything imports triton, e.g. at the top of the script or in the shell")
+
+
+def _check_runs_here() -> None:
+    """Raise a ``RuntimeError`` saying what to set where Triton can neither compile nor
+    interpret this module's kernels."""
+    if MODE is None:
+        raise RuntimeError(
+            "the Triton kernel cannot run here: Triton compiles only for a CUDA GPU of compute "
+            "capability 8.0+ and TRITON_INTERPRET was not set when attention_core.nn.triton_flash was "
+            "imported; to run it on the CPU with Triton's interpreter, set "
+            "os.environ['TRITON_INTERPRET'] = '1' before anything imports triton (then restart)")
+
 
 MAX_HEAD_DIM = 128
 LOG2E = math.log2(math.e)
@@ -369,6 +382,7 @@ def _check_block(name: str, block) -> None:
 
 def _check_inputs(query, key, value, attn_mask, is_causal, scale) -> None:
     """Raise, naming the argument, for what this kernel does not take."""
+    _check_runs_here()
     if attn_mask is not None:
         raise ValueError("attn_mask: the Triton kernel takes is_causal=True, not an arbitrary mask "
                          f"(got a {type(attn_mask).__name__}); use ATTENTION_FUNCTIONS['flash'] for one")
