@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from _timing import machine
+from attention_core import triton_mode
 
 LENGTHS = (1024, 2048, 4096, 8192, 16384)
 TOKENS = 16384  # B * L kept constant, so every length does the same number of FLOPs per key
@@ -67,14 +68,11 @@ def _case(tf, L: int, E: int, dtype: torch.dtype, is_causal: bool) -> dict:
 
 
 def run() -> dict:
-    if importlib.util.find_spec("triton") is None:
-        return not_run("triton is not installed (the gpu extra)")
-    if not torch.cuda.is_available():
-        return not_run("no CUDA GPU: Triton's CPU interpreter checks correctness only and cannot "
+    mode = triton_mode()  # the package's one rule
+    if mode != "compiled":
+        return not_run(f"Triton runs {mode or 'not at all'} here: it needs to be installed (the gpu "
+                       "extra) and compile for a CUDA GPU of capability 8.0+; the interpreter cannot "
                        "time the kernel")
-    if torch.cuda.get_device_capability() < (8, 0):
-        return not_run(f"{torch.cuda.get_device_name()} has compute capability "
-                       f"{torch.cuda.get_device_capability()}; current Triton compiles for 8.0+")
     tf = importlib.import_module("attention_core.nn.triton_flash")
     torch.manual_seed(0)
     rows = [_case(tf, L, E, dtype, is_causal)

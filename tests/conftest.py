@@ -9,6 +9,13 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from attention_core.nn.backends import triton_compiles_here
+
+if not triton_compiles_here():
+    # The tests opt into Triton's CPU interpreter (test_triton.py), and must say so before
+    # anything imports triton: transformers' models import torch._dynamo, which imports it.
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
 ROOT = Path(__file__).resolve().parents[1]
 SITE = ROOT / "_build" / "html"
 CHAPTERS = sorted(p.stem for p in (ROOT / "chapters").glob("*.ipynb"))
