@@ -158,7 +158,7 @@ def fixed_context_step(model, y, state, h, mask, fixed_context):
 
 def bahdanau_step(model, y, state, h, mask, fixed_context):
     """Bahdanau et al. (2014): attend from the previous state, then feed the context into the GRU."""
-    attend_all = source_attention(model.score, h, mask)
+    attend_all = source_attention(model.score, h, mask)  # the source's part computed once
     states, contexts, weights = [], [], []
     for t in range(y.size(1)):  # step t's context enters step t's GRU: the steps run in order
         context, w = attend_all(state.unsqueeze(1))  # from u_{t-1}: (B, 1, Dh), (B, 1, S)
