@@ -12,8 +12,8 @@ from __future__ import annotations
 import torch
 
 from ..nn._checks import check_positive_int, check_tensor
-from .tiny_transformer import TinyTransformer
 from .seeding import seeded
+from .tiny_transformer import TinyTransformer
 from .training import train_model
 
 #: A tiny hand-made lexicon, in which each word is a sum of a few meaning directions.

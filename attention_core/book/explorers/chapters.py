@@ -19,8 +19,8 @@ import numpy as np
 import torch
 
 from ...models.measure import one_thread
-from ...models.seeding import seeded
 from ...models.scaling import random_scores, softmax_saturation
+from ...models.seeding import seeded
 from ...models.seq2seq import TARGET_VOCAB, encode_batch, translate
 from ...models.serving import variants
 from ...models.stack_statistics import stack_statistics
