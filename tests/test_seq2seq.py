@@ -104,21 +104,44 @@ def test_random_sentences_are_seeded_and_within_lengths():
 
 
 def test_bahdanau_uses_previous_state_and_luong_current_state():
-    """Record the query each decoder passes to its score: Bahdanau's first query is s_0
-    (before any token is read), Luong's is s_1 (after reading BOS)."""
-    seen = {}
+    """Bahdanau's first weights attend from s_0 (before any token is read), Luong's from
+    s_1 (after reading BOS): compared with the chapter's one-step ``attend``."""
     for kind in ("bahdanau", "luong"):
         model = Seq2Seq(kind, "dot", hidden_size=8, embed_dim=4)
-        queries = []
-        model.score.register_forward_hook(
-            lambda mod, args, out, queries=queries: queries.append(args[0].clone()))
-        batch = encode_batch(["a b c"])
-        h, mask, s0 = model.encode(batch.src, batch.src_lengths)
-        model(batch.src, batch.src_lengths, batch.tgt_in)
-        seen[kind] = (queries[0], s0, model.cell(model.tgt_embed(batch.tgt_in[:, 0]), s0)
-                      if kind == "luong" else None)
-    torch.testing.assert_close(seen["bahdanau"][0], seen["bahdanau"][1])
-    torch.testing.assert_close(seen["luong"][0], seen["luong"][2])
+        batch = encode_batch(["a b c", "d e"])
+        with torch.no_grad():
+            h, mask, s0 = model.encode(batch.src, batch.src_lengths)
+            _, weights = model(batch.src, batch.src_lengths, batch.tgt_in)  # (B, T, S)
+            query = s0 if kind == "bahdanau" else model.cell(model.tgt_embed(batch.tgt_in[:, 0]), s0)
+            _, expected = attend(model.score, query, h, mask)
+        torch.testing.assert_close(weights[:, 0], expected)
+
+
+@pytest.mark.parametrize("kind", ["none", "bahdanau", "luong"])
+def test_training_and_translation_run_the_same_step_function(kind, monkeypatch):
+    """Replace a decoder's step function in DECODERS: training (the whole target in one
+    call), the teacher-forced pass and greedy decoding (one token a call) all run the new one."""
+    from attention_core.models import seq2seq
+
+    original, calls = seq2seq.DECODERS[kind], []
+
+    def step(model, y, *rest):
+        calls.append(y.size(1))
+        logits, state, weights = original.step(model, y, *rest)
+        return logits + 1.0, state, weights  # a visible change: logits shifted
+
+    monkeypatch.setitem(seq2seq.DECODERS, kind, seq2seq.Decoder(original.layers, step))
+    model, _ = seq2seq.train_seq2seq(kind, "general", steps=1, embed_dim=4, hidden_size=8,
+                                     progress=False)
+    assert calls and all(T > 1 for T in calls)  # teacher forcing: all steps in one call
+    batch = encode_batch(["a b c"])
+    calls.clear()
+    changed, _ = model(batch.src, batch.src_lengths, batch.tgt_in)
+    model.greedy_decode(batch.src, batch.src_lengths, max_len=3)
+    assert calls == [4, 1, 1, 1]
+    monkeypatch.setitem(seq2seq.DECODERS, kind, original)
+    unchanged, _ = model(batch.src, batch.src_lengths, batch.tgt_in)
+    torch.testing.assert_close(changed, unchanged + 1.0)
 
 
 def test_decoder_input_sizes_follow_the_data_flow():
@@ -223,22 +246,22 @@ def test_unknown_decoder_names_the_allowed_ones():
 
 @pytest.mark.parametrize("kind", ["none", "bahdanau", "luong"])
 def test_every_decoder_step_has_one_signature(kind):
-    """Each entry of DECODERS is a step ``(model, y, state, h, mask, c) -> (logits, state,
-    weights or None)``; ``Seq2Seq.step`` is that function, and only the attending
-    decoders have a score and give weights."""
+    """Each entry of DECODERS is a step ``(model, y (B, T, D), state, h, mask, c) -> (logits
+    (B, T, V), last state, weights (B, T, S) or None)``; ``Seq2Seq.step`` is that function,
+    and only the attending decoders have a score and give weights."""
     from attention_core.models.seq2seq import DECODERS, TARGET_VOCAB
 
     model = Seq2Seq(kind, "general", hidden_size=8, embed_dim=4).eval()
     batch = encode_batch(["a b c", "d e"])
     with torch.no_grad():
         h, mask, s0 = model.encode(batch.src, batch.src_lengths)
-        y = model.tgt_embed(batch.tgt_in[:, 0])
+        y = model.tgt_embed(batch.tgt_in[:, :2])  # two steps: (B, 2, D)
         logits, state, weights = DECODERS[kind].step(model, y, s0, h, mask, s0)
         again = model.step(y, s0, h, mask, s0)
-    assert logits.shape == (2, len(TARGET_VOCAB)) and state.shape == (2, 8)
+    assert logits.shape == (2, 2, len(TARGET_VOCAB)) and state.shape == (2, 8)
     assert (model.score is None) == (kind == "none") and (weights is None) == (kind == "none")
     if weights is not None:
-        assert weights.shape == (2, 3) and weights[1, 2] == 0  # "d e" has no third word
+        assert weights.shape == (2, 2, 3) and (weights[1, :, 2] == 0).all()  # "d e" has no third word
         torch.testing.assert_close(again[2], weights)
     torch.testing.assert_close(again[0], logits)
     torch.testing.assert_close(again[1], state)
@@ -290,3 +313,15 @@ def test_forward_equals_the_step_by_step_pass_and_its_gradients(attention, score
     assert len(grads[0]) == len(grads[1]) > 0
     for a, b in zip(*grads):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_training_leaves_the_global_generator_alone_and_a_generator_gives_the_sentences():
+    torch.manual_seed(5)
+    state = torch.get_rng_state()
+    _, a = train_seq2seq("luong", "dot", steps=3, progress=False, embed_dim=4, hidden_size=8)
+    assert torch.equal(torch.get_rng_state(), state)
+    _, b = train_seq2seq("luong", "dot", steps=3, progress=False, embed_dim=4, hidden_size=8,
+                         generator=torch.Generator().manual_seed(0))
+    _, c = train_seq2seq("luong", "dot", steps=3, progress=False, embed_dim=4, hidden_size=8,
+                         generator=torch.Generator().manual_seed(1))
+    assert a == b != c  # seed 0 without a generator makes the generator seeded 0

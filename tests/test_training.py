@@ -1,11 +1,11 @@
-"""The one training loop: a progress bar in a kernel, one summary line on the website."""
+"""The one training loop: a tqdm bar (hidden by TQDM_DISABLE) and one summary line in
+every kernel; it leaves torch's global generator and thread count alone."""
 
 import re
 
 import pytest
 import torch
 
-from attention_core.models.site_build import WEBSITE_BUILD_ENV
 from attention_core.models.tiny_transformer import TinyTransformer
 from attention_core.models.toy_tasks import reverse_and_shift_batch
 from attention_core.models.training import train_model
@@ -13,37 +13,94 @@ from attention_core.models.training import train_model
 BAR = re.compile(r"\d+/\d+ \[\d\d:\d\d<|it/s")  # what tqdm's text bar prints
 
 
-def train(steps=12):
+def train(steps=12, **options):
     model = TinyTransformer(vocab_size=8, max_len=6, embed_dim=16)
-    return train_model(model, lambda g: reverse_and_shift_batch(16, 6, 8, g), steps, desc="tiny")
+    return train_model(model, lambda g: reverse_and_shift_batch(16, 6, 8, g), steps, desc="tiny",
+                       **options)
 
 
-def test_a_kernel_shows_a_progress_bar(monkeypatch, capsys):
-    monkeypatch.delenv(WEBSITE_BUILD_ENV, raising=False)
-    train()
-    out = capsys.readouterr().out
-    assert BAR.search(out) and "tiny" in out
-
-
-def test_the_website_gets_one_summary_line_and_the_same_training(monkeypatch, capsys):
-    monkeypatch.delenv(WEBSITE_BUILD_ENV, raising=False)
-    _, live_losses = train()
-    capsys.readouterr()
-    monkeypatch.setenv(WEBSITE_BUILD_ENV, "1")
+@pytest.mark.skipif(bool(__import__("os").environ.get("TQDM_DISABLE")), reason="bars are off here")
+def test_a_kernel_shows_a_progress_bar_then_the_summary_line(capsys):
     _, losses = train()
     out = capsys.readouterr().out
-    assert not BAR.search(out)
-    assert out == f"tiny: 12 steps, loss {losses[0]:.3f} -> {losses[-1]:.3f}\n"
+    assert BAR.search(out)
+    assert out.endswith(f"tiny: 12 steps, loss {losses[0]:.3f} -> {losses[-1]:.3f}\n")
+
+
+SCRIPT = """
+import torch
+from attention_core.models.tiny_transformer import TinyTransformer
+from attention_core.models.toy_tasks import reverse_and_shift_batch
+from attention_core.models.training import train_model
+torch.manual_seed(0)
+model = TinyTransformer(vocab_size=8, max_len=6, embed_dim=16)
+_, losses = train_model(model, lambda g: reverse_and_shift_batch(16, 6, 8, g), 6, desc="tiny")
+print(repr(losses))
+"""
+
+
+def test_tqdm_disable_leaves_only_the_summary_line_and_the_same_training():
+    """The website's kernels start with TQDM_DISABLE=1 (tqdm reads it when it is imported):
+    they print the same summary line as a reader's kernel, and train the same."""
+    import os
+    import subprocess
+    import sys
+
+    outputs = {}
+    for disable in ("", "1"):
+        env = {k: v for k, v in os.environ.items() if k != "TQDM_DISABLE"}
+        if disable:
+            env["TQDM_DISABLE"] = disable
+        run = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True,
+                             check=True)
+        *printed, losses = run.stdout.splitlines()
+        outputs[disable] = (printed, eval(losses))
+    (live, live_losses), (built, losses) = outputs[""], outputs["1"]
+    assert built == [f"tiny: 6 steps, loss {losses[0]:.3f} -> {losses[-1]:.3f}"]
+    assert BAR.search("\n".join(live)) and live[-1] == built[0]
     assert losses == live_losses  # only the printing differs, never the training
-    assert torch.tensor(losses[-3:]).mean() < torch.tensor(losses[:3]).mean()
 
 
-def test_progress_false_prints_nothing_anywhere(monkeypatch, capsys):
-    for building in ("0", "1"):
-        monkeypatch.setenv(WEBSITE_BUILD_ENV, building)
-        model = TinyTransformer(vocab_size=8, max_len=6, embed_dim=16)
-        train_model(model, lambda g: reverse_and_shift_batch(16, 6, 8, g), 3, progress=False)
-        assert capsys.readouterr().out == ""
+def test_progress_false_prints_nothing(capsys):
+    train(3, progress=False)
+    assert capsys.readouterr().out == ""
+
+
+def test_training_leaves_the_global_generator_and_the_thread_count_alone():
+    torch.manual_seed(123)
+    state, threads = torch.get_rng_state(), torch.get_num_threads()
+    model = TinyTransformer(vocab_size=8, max_len=6, embed_dim=16)
+    state = torch.get_rng_state()  # after the weights were drawn
+    train_model(model, lambda g: reverse_and_shift_batch(16, 6, 8, g), 3, seed=7, progress=False)
+    assert torch.equal(torch.get_rng_state(), state)
+    assert torch.get_num_threads() == threads
+
+
+def test_a_generator_gives_the_batches_and_the_same_one_the_same_training():
+    def run(**options):
+        torch.manual_seed(0)  # the same initial weights each time
+        return train(5, progress=False, **options)[1]
+
+    first = run(generator=torch.Generator().manual_seed(5))
+    assert run(generator=torch.Generator().manual_seed(5)) == first
+    assert run(seed=5) == first  # seed makes the same generator
+    assert run(seed=0, generator=torch.Generator().manual_seed(5)) == first  # the generator wins
+    assert run(generator=torch.Generator().manual_seed(6)) != first
+    with pytest.raises(TypeError, match="generator"):
+        run(generator=5)
+
+
+def test_seeded_builds_the_same_weights_as_manual_seed_and_restores_the_generator():
+    from attention_core.models.seeding import seeded
+
+    torch.manual_seed(3)
+    expected = torch.nn.Linear(4, 4).weight
+    torch.manual_seed(99)
+    state = torch.get_rng_state()
+    with seeded(3):
+        weight = torch.nn.Linear(4, 4).weight
+    assert torch.equal(weight, expected)
+    assert torch.equal(torch.get_rng_state(), state)
 
 
 class Scalar(torch.nn.Module):

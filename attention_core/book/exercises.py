@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from ..models import interpret
+from ..models.seeding import seeded
 from ..nn import functional, masks, multihead, positional
 from ..nn.block import TransformerBlock
 from ..nn.delta_rule import delta_rule_attention
@@ -341,8 +342,8 @@ def check_repeat_kv(student: Callable) -> Feedback:
 def _block_parts(seed: int):
     """``(norm1, attn, norm2, mlp)`` of a float64 pre-norm block whose LayerNorms are
     away from their identity start, so a misplaced norm changes the result."""
-    torch.manual_seed(seed)
-    block = TransformerBlock(8, 2, 16).double().eval()
+    with seeded(seed):
+        block = TransformerBlock(8, 2, 16).double().eval()
     with torch.no_grad():
         for norm in (block.norm1, block.norm2):
             norm.weight.normal_()

@@ -1,6 +1,6 @@
 """Chapters 3, 8, 9 and 11: measuring time and memory on this machine, the same way in
-the chapters and in the benchmarks; every chapter that trains does so under
-:func:`one_thread`.
+the chapters and in the benchmarks. :func:`one_thread` is for the caller to choose (a
+chapter, a benchmark): no library function switches threads on its own.
 
 Times are medians of repeats (robust to the odd slow run); memory is the peak growth of
 the process's resident memory while a call runs, sampled from ``/proc`` (Linux).

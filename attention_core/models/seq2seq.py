@@ -22,7 +22,8 @@ directions' final states: the book's choice (Bahdanau et al. use ``tanh(W_s e_1<
 the backward direction only).
 
 Each decoder is a step function with one signature, chosen by name from
-:data:`DECODERS` together with the layers it needs.
+:data:`DECODERS` together with the layers it needs. Training and translation call the same
+step functions: teacher forcing runs all target steps in one call, generation one step a call.
 
 Shape legend: B batch, S source length, T target length, D embedding dim
 (``embed_dim``), Dh hidden size ``d_h`` of the GRUs (``hidden_size``; encoder states
@@ -39,7 +40,8 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from ..nn._checks import check_positive_int, check_token_ids
-from ..nn.scoring import AdditiveScore, DotScore, GeneralScore, attend, make_score
+from ..nn.scoring import AdditiveScore, DotScore, GeneralScore, make_score
+from .seeding import seeded
 from .training import train_model
 
 PAD, BOS, EOS = 0, 1, 2
@@ -134,33 +136,95 @@ _TARGET_ID_OF_WORD = torch.tensor([TARGET_VOCAB.index(TARGET_OF[w]) for w in SOU
 """Source word index (0 for ``a``) -> the target vocabulary id of its translation."""
 
 
-# --- the three decoders: layers and one step each -----------------------------------
+# --- the three decoders: layers and one step function each ---------------------------
 #
-# A step takes the model (for its layers), the previous output token's embedding
-# ``y (B, D)``, the state ``u_{t-1} (B, Dh)`` (argument ``state``), the encoder states
-# ``e_1 ... e_S`` (argument ``h``, ``(B, S, Dh)``), their padding mask ``(B, S)`` and the
-# fixed context ``c (B, Dh)``; it returns ``(logits (B, vocab_size), u_t (B, Dh), weights (B, S) or None)``.
+# A step function runs the decoder over T steps whose inputs are known in advance. It takes
+# the model (for its layers), the previous output tokens' embeddings ``y (B, T, D)``, the
+# state before the first of them ``u_{t-1} (B, Dh)`` (argument ``state``), the encoder
+# states ``e_1 ... e_S`` (argument ``h``, ``(B, S, Dh)``), their padding mask ``(B, S)`` and
+# the fixed context ``c (B, Dh)``; it returns ``(logits (B, T, vocab_size), the last state
+# (B, Dh), weights (B, T, S) or None)``. Generation knows one input at a time and calls it
+# with T = 1; training (teacher forcing) knows them all and calls it once with the whole
+# target, so the same functions train and translate. Where a step does not need the step
+# before it, the T steps run as one batched operation.
 
 
 def fixed_context_step(model, y, state, h, mask, fixed_context):
     """No attention (Cho et al. 2014): the same context ``c = u_0`` at every step, fed into the GRU."""
-    state = model.cell(torch.cat((y, fixed_context), -1), state)  # (B, Dh)
-    return model.readout(torch.cat((state, fixed_context, y), -1)), state, None
+    c = fixed_context.unsqueeze(1).expand(-1, y.size(1), -1)  # (B, Dh) -> (B, T, Dh)
+    states = gru_steps(model.cell, torch.cat((y, c), -1), state)  # u_t for every step: (B, T, Dh)
+    return model.readout(torch.cat((states, c, y), -1)), states[:, -1], None
 
 
 def bahdanau_step(model, y, state, h, mask, fixed_context):
     """Bahdanau et al. (2014): attend from the previous state, then feed the context into the GRU."""
-    context, weights = attend(model.score, state, h, mask)  # from u_{t-1}: (B, Dh), (B, S)
-    state = model.cell(torch.cat((y, context), -1), state)  # the context goes in
-    return model.readout(torch.cat((state, context, y), -1)), state, weights
+    attend_all = source_attention(model.score, h, mask)  # the source's part computed once
+    states, contexts, weights = [], [], []
+    for t in range(y.size(1)):  # step t's context enters step t's GRU: the steps run in order
+        context, w = attend_all(state.unsqueeze(1))  # from u_{t-1}: (B, 1, Dh), (B, 1, S)
+        state = model.cell(torch.cat((y[:, t], context[:, 0]), -1), state)  # the context goes in
+        states.append(state)
+        contexts.append(context)
+        weights.append(w)
+    states, contexts = torch.stack(states, 1), torch.cat(contexts, 1)  # (B, T, Dh) each
+    return model.readout(torch.cat((states, contexts, y), -1)), state, torch.cat(weights, 1)
 
 
 def luong_step(model, y, state, h, mask, fixed_context):
     """Luong et al. (2015): run the GRU first, attend from the new state, combine after."""
-    state = model.cell(y, state)  # u_t first: (B, Dh)
-    context, weights = attend(model.score, state, h, mask)  # from u_t: (B, Dh), (B, S)
-    attentional = torch.tanh(model.combine(torch.cat((context, state), -1)))  # u~_t: (B, Dh)
-    return model.readout(attentional), state, weights
+    states = gru_steps(model.cell, y, state)  # u_t first, from y alone: (B, T, Dh)
+    context, weights = source_attention(model.score, h, mask)(states)  # from u_t: (B, T, Dh), (B, T, S)
+    attentional = torch.tanh(model.combine(torch.cat((context, states), -1)))  # u~_t: (B, T, Dh)
+    return model.readout(attentional), states[:, -1], weights
+
+
+def gru_steps(cell: nn.GRUCell, inputs: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
+    """``cell`` applied along the time axis of ``inputs (B, T, in)`` from ``state (B, Dh)``,
+    in one call: the states ``u_1 ... u_T`` as ``(B, T, Dh)``."""
+    weights = [cell.weight_ih, cell.weight_hh, cell.bias_ih, cell.bias_hh]
+    out, _ = torch.gru(inputs, state.unsqueeze(0), weights, True, 1, 0.0, False, False, True)
+    return out
+
+
+def source_attention(score: nn.Module, h: torch.Tensor, mask: torch.Tensor):
+    """:func:`~attention_core.nn.scoring.attend` over the encoder states ``h (B, S, Dh)`` for
+    many queries at once: a function ``queries (B, T, Dh) -> (contexts (B, T, Dh), weights
+    (B, T, S))``, row ``t`` as ``attend(score, queries[:, t], h, mask)``. What depends on the
+    source alone is computed once: the padding mask as a bias, and the keys' half of the
+    additive (``e W_h``) and general (``e W^T``) scores. The dot, general and additive scores
+    of all T queries are one batched operation; any other score sees one query at a time."""
+    bias, empty = _mask_bias(mask, h.dtype)
+    if isinstance(score, DotScore):
+        scores = lambda queries: queries @ h.transpose(1, 2)  # u e^T: (B, T, S)
+    elif isinstance(score, GeneralScore):
+        keys = score.W(h).transpose(1, 2)  # (e W^T)^T: (B, Dh, S)
+        scores = lambda queries: queries @ keys  # (B, T, S)
+    elif isinstance(score, AdditiveScore):
+        keys = score.W_h(h).unsqueeze(1)  # e W_h: (B, S, A) -> (B, 1, S, A)
+        scores = lambda queries: score.v(torch.tanh(score.W_s(queries).unsqueeze(2) + keys)).squeeze(-1)
+    else:
+        scores = lambda queries: torch.stack([score(queries[:, t], h) for t in range(queries.size(1))], 1)
+    return lambda queries: _weights_and_context(scores(queries), h, bias, empty)
+
+
+def _mask_bias(mask: torch.Tensor, dtype: torch.dtype):
+    """``(bias (B, 1, S), empty (B, 1, 1) or None)``: ``bias`` is 0 at real source tokens and
+    -inf at padding, added to the scores before the softmax (the same weights as
+    ``masked_fill``); ``empty`` marks the rows with no real token (all-zero bias instead:
+    their weights are zeroed after the softmax), None when there is none."""
+    empty = ~mask.any(-1, keepdim=True).unsqueeze(1)  # (B, 1, 1)
+    bias = torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(~mask, float("-inf"))
+    bias = bias.unsqueeze(1).masked_fill(empty, 0.0)  # (B, 1, S)
+    return bias, (empty if bool(empty.any()) else None)
+
+
+def _weights_and_context(scores, h, bias, empty):
+    """Softmax of ``scores (B, T, S) + bias`` over the source, zeroed on ``empty`` rows, and
+    the contexts ``(B, T, Dh)``."""
+    weights = torch.softmax(scores + bias, dim=-1)  # (B, T, S)
+    if empty is not None:
+        weights = weights.masked_fill(empty, 0.0)
+    return weights @ h, weights
 
 
 def _context_into_cell_layers(D: int, Dh: int, V: int) -> dict[str, nn.Module]:
@@ -199,7 +263,6 @@ DECODERS: dict[str, Decoder] = {
     "luong": Decoder(_luong_layers, luong_step),
 }
 """Decoder kind (the ``attention`` argument of :class:`Seq2Seq`) -> its layers and step."""
-_BUILT_IN = dict(DECODERS)  # the decoders whose teacher-forced pass _teacher_forced reproduces
 ATTENTIONS = tuple(DECODERS)
 
 
@@ -245,30 +308,24 @@ class Seq2Seq(nn.Module):
         return h, src != PAD, u0
 
     def step(self, y: torch.Tensor, state: torch.Tensor, h, mask, fixed_context):
-        """One decoder step from the previous token's embedding ``y (B, D)``:
-        ``(logits (B, vocab_size), new state u_t (B, Dh), weights (B, S) or None)``; the decoder's
-        step function from :data:`DECODERS` does the work."""
+        """Decoder steps from the previous tokens' embeddings ``y (B, T, D)``:
+        ``(logits (B, T, vocab_size), last state (B, Dh), weights (B, T, S) or None)``; the
+        decoder's step function from :data:`DECODERS` does the work."""
         return DECODERS[self.attention].step(self, y, state, h, mask, fixed_context)
 
     def forward(self, src, src_lengths, tgt_in):
-        """Teacher-forced pass: ``(logits (B, T, vocab_size), weights (B, T, S) or None)``.
-
-        The same numbers as calling :meth:`step` for ``t = 1 ... T`` (:meth:`forward_by_steps`
-        does that), computed with fewer operations: with the previous outputs known, the
-        GRU of the fixed-context and Luong decoders does not depend on the attention, so
-        it runs over all steps at once, and the attention and the readout of every step
-        are one batched product each (``_teacher_forced``)."""
+        """Teacher-forced pass: ``(logits (B, T, vocab_size), weights (B, T, S) or None)``,
+        one call of the decoder's step function over the whole target ``tgt_in``."""
         device = self.src_embed.weight.device
         check_token_ids("src", src, len(SOURCE_VOCAB), device)
         check_token_ids("tgt_in", tgt_in, len(TARGET_VOCAB), device)
-        if DECODERS[self.attention] is not _BUILT_IN.get(self.attention):  # a decoder of the reader's
-            return self.forward_by_steps(src, src_lengths, tgt_in)
         h, mask, state = self.encode(src, src_lengths)
-        return _teacher_forced(self, self.tgt_embed(tgt_in), state, h, mask)
+        logits, _, weights = self.step(self.tgt_embed(tgt_in), state, h, mask, state)
+        return logits, weights
 
     def forward_by_steps(self, src, src_lengths, tgt_in):
-        """The teacher-forced pass one :meth:`step` at a time, as the decoder runs when
-        it generates: the reference that :meth:`forward` must equal."""
+        """The teacher-forced pass one token at a time, as the decoder runs when it
+        generates: the reference that :meth:`forward` must equal."""
         device = self.src_embed.weight.device
         check_token_ids("src", src, len(SOURCE_VOCAB), device)
         check_token_ids("tgt_in", tgt_in, len(TARGET_VOCAB), device)
@@ -276,10 +333,10 @@ class Seq2Seq(nn.Module):
         fixed = state  # the "none" decoder's context c: the encoder's summary, u_0
         logits, weights = [], []
         for t in range(tgt_in.size(1)):
-            out, state, w = self.step(self.tgt_embed(tgt_in[:, t]), state, h, mask, fixed)
+            out, state, w = self.step(self.tgt_embed(tgt_in[:, t:t + 1]), state, h, mask, fixed)
             logits.append(out)
             weights.append(w)
-        return torch.stack(logits, 1), (None if weights[0] is None else torch.stack(weights, 1))
+        return torch.cat(logits, 1), (None if weights[0] is None else torch.cat(weights, 1))
 
     @torch.no_grad()
     def greedy_decode(self, src, src_lengths, max_len: int | None = None):
@@ -293,108 +350,20 @@ class Seq2Seq(nn.Module):
         tokens, weights = [], []
         done = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
         for _ in range(max_len):
-            out, state, w = self.step(self.tgt_embed(y), state, h, mask, fixed)
-            y = out.argmax(-1).masked_fill(done, PAD)
+            out, state, w = self.step(self.tgt_embed(y).unsqueeze(1), state, h, mask, fixed)  # one step
+            y = out[:, 0].argmax(-1).masked_fill(done, PAD)
             tokens.append(y)
             weights.append(w)
             done |= y == EOS
             if done.all():
                 break
-        return torch.stack(tokens, 1), (None if weights[0] is None else torch.stack(weights, 1))
+        return torch.stack(tokens, 1), (None if weights[0] is None else torch.cat(weights, 1))
 
     def translate(self, sentences) -> list[list[str]]:
         """Greedy translations of source sentences, as target words (EOS removed)."""
         batch = encode_batch(sentences, self.src_embed.weight.device)  # on the model's device
         tokens, _ = self.greedy_decode(batch.src, batch.src_lengths)
         return [_words(row) for row in tokens.tolist()]
-
-
-# --- the teacher-forced pass with fewer operations (training's hot loop) ---------------
-
-
-def _gru(cell: nn.GRUCell, inputs: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
-    """``cell`` applied along the time axis of ``inputs (B, T, in)`` from ``state (B, Dh)``
-    in one call: the states ``u_1 ... u_T`` as ``(B, T, Dh)``."""
-    weights = [cell.weight_ih, cell.weight_hh, cell.bias_ih, cell.bias_hh]
-    out, _ = torch.gru(inputs, state.unsqueeze(0), weights, True, 1, 0.0, False, False, True)
-    return out
-
-
-def _attend_all(score: nn.Module, queries: torch.Tensor, h: torch.Tensor, mask: torch.Tensor):
-    """:func:`~attention_core.nn.scoring.attend` for every query at once: ``queries (B, T, Dh)``
-    -> ``(contexts (B, T, Dh), weights (B, T, S))``. The dot and general scores of every step
-    are one batched product (``u e^T`` and ``u (e W^T)^T``, the keys' half ``e W^T`` computed
-    once); any other score, or one with forward hooks (a probe that records its queries),
-    sees one step's queries at a time, in order, as in the step-by-step pass. The softmax
-    and the contexts are batched."""
-    hooked = bool(score._forward_hooks or score._forward_pre_hooks)
-    if isinstance(score, DotScore) and not hooked:
-        scores = queries @ h.transpose(1, 2)  # (B, T, S)
-    elif isinstance(score, GeneralScore) and not hooked:
-        scores = queries @ score.W(h).transpose(1, 2)  # (B, T, S)
-    else:
-        scores = torch.stack([score(queries[:, t], h) for t in range(queries.size(1))], 1)
-    return _masked_weights_and_context(scores, h, mask)
-
-
-def _masked_weights_and_context(scores: torch.Tensor, h: torch.Tensor, mask: torch.Tensor):
-    """Masked softmax of ``scores (B, T, S)`` over the source (as in ``attend``: a row with
-    no real token gets zero weights) and the contexts ``(B, T, Dh)``."""
-    return _weights_and_context(scores, h, *_mask_bias(mask, scores.dtype))
-
-
-def _mask_bias(mask: torch.Tensor, dtype: torch.dtype):
-    """``(bias (B, 1, S), empty (B, 1, 1) or None)``: ``bias`` is 0 at real source tokens and
-    -inf at padding, added to the scores before the softmax (the same weights as
-    ``masked_fill``); ``empty`` marks the rows with no real token (all-zero bias instead:
-    their weights are zeroed after the softmax), None when there is none."""
-    empty = ~mask.any(-1, keepdim=True).unsqueeze(1)  # (B, 1, 1)
-    bias = torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(~mask, float("-inf"))
-    bias = bias.unsqueeze(1).masked_fill(empty, 0.0)  # (B, 1, S)
-    return bias, (empty if bool(empty.any()) else None)
-
-
-def _weights_and_context(scores, h, bias, empty):
-    """Softmax of ``scores (B, T, S) + bias`` over the source, zeroed on ``empty`` rows, and
-    the contexts ``(B, T, Dh)``."""
-    weights = torch.softmax(scores + bias, dim=-1)  # (B, T, S)
-    if empty is not None:
-        weights = weights.masked_fill(empty, 0.0)
-    return weights @ h, weights
-
-
-def _teacher_forced(model: Seq2Seq, y: torch.Tensor, u0: torch.Tensor, h: torch.Tensor,
-                    mask: torch.Tensor):
-    """The teacher-forced decoder on the previous outputs' embeddings ``y (B, T, D)`` from
-    ``u_0 (B, Dh)``: ``(logits (B, T, vocab_size), weights (B, T, S) or None)``, equal to
-    :meth:`Seq2Seq.forward_by_steps`."""
-    T = y.size(1)
-    if model.attention == "none":  # c = u_0 at every step: the GRU reads [y_t; c]
-        c = u0.unsqueeze(1).expand(-1, T, -1)  # (B, T, Dh)
-        states = _gru(model.cell, torch.cat((y, c), -1), u0)  # (B, T, Dh)
-        return model.readout(torch.cat((states, c, y), -1)), None
-    if model.attention == "luong":  # the GRU reads y only; attention comes after it
-        states = _gru(model.cell, y, u0)  # u_1 ... u_T: (B, T, Dh)
-        contexts, weights = _attend_all(model.score, states, h, mask)
-        return model.readout(torch.tanh(model.combine(torch.cat((contexts, states), -1)))), weights
-    # Bahdanau: the context of step t enters the GRU of step t, so the steps stay in order;
-    # only their readout is batched. The additive score's key half, e W_h, is the same at
-    # every step: computed once.
-    keys = model.score.W_h(h) if isinstance(model.score, AdditiveScore) else None  # (B, S, attention_dim)
-    bias, empty = _mask_bias(mask, h.dtype)  # the padding mask as an additive bias, built once
-    state, states, contexts, weights = u0, [], [], []
-    for t in range(T):
-        if keys is None:
-            scores = model.score(state, h)  # (B, S)
-        else:
-            scores = model.score.v(torch.tanh(model.score.W_s(state).unsqueeze(1) + keys)).squeeze(-1)
-        context, w = _weights_and_context(scores.unsqueeze(1), h, bias, empty)  # (B, 1, Dh), (B, 1, S)
-        state = model.cell(torch.cat((y[:, t], context[:, 0]), -1), state)
-        states.append(state)
-        contexts.append(context)
-        weights.append(w)
-    states, contexts = torch.stack(states, 1), torch.cat(contexts, 1)  # (B, T, Dh) each
-    return model.readout(torch.cat((states, contexts, y), -1)), torch.cat(weights, 1)
 
 
 def _words(ids) -> list[str]:
@@ -417,16 +386,20 @@ def seq2seq_loss(model: Seq2Seq, batch: Batch) -> torch.Tensor:
 
 def train_seq2seq(attention: str = "bahdanau", score: str = "additive", steps: int = 600,
                   batch_size: int = 64, min_len: int = 3, max_len: int = 12, lr: float = 5e-3,
-                  seed: int = 0, progress: bool = True, **sizes):
+                  seed: int = 0, progress: bool = True, generator: torch.Generator | None = None,
+                  **sizes):
     """Train a :class:`Seq2Seq` on random sentences of ``min_len``-``max_len`` words,
     seeded (the same seed gives the same model); ``sizes`` are ``embed_dim`` and
-    ``hidden_size``. Returns ``(model, losses)``."""
-    torch.manual_seed(seed)
-    model = Seq2Seq(attention, score, **sizes)
+    ``hidden_size``. Returns ``(model, losses)``.
+
+    ``seed`` seeds the initial weights (:func:`~attention_core.models.seeding.seeded`) and,
+    without a ``generator``, the sentences; torch's global generator is left as it was."""
+    with seeded(seed):
+        model = Seq2Seq(attention, score, **sizes)
     make_batch = lambda g: random_batch(g, batch_size, min_len, max_len)
     name = attention if model.score_name is None else f"{attention}-{score}"
     return train_model(model, make_batch, steps, lr=lr, seed=seed, progress=progress, desc=name,
-                       loss_fn=seq2seq_loss)
+                       loss_fn=seq2seq_loss, generator=generator)
 
 
 def exact_match(model: Seq2Seq, sentences) -> float:

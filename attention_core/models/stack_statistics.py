@@ -13,6 +13,7 @@ from torch.nn import functional as F
 
 from ..nn._checks import check_positive_int
 from ..nn.block import TransformerBlock
+from .seeding import seeded
 
 
 def stack_statistics(norm_first: bool, depth: int, embed_dim: int = 64, num_heads: int = 4,
@@ -24,12 +25,12 @@ def stack_statistics(norm_first: bool, depth: int, embed_dim: int = 64, num_head
     token's vector after the embedding and after each block (``depth + 1`` numbers),
     and the gradient norm of each block's weights (``depth`` numbers)."""
     check_positive_int("depth", depth)
-    torch.manual_seed(seed)
-    embed = nn.Embedding(vocab_size, embed_dim)
-    blocks = nn.ModuleList(TransformerBlock(embed_dim, num_heads, 4 * embed_dim, norm_first=norm_first)
-                           for _ in range(depth))
-    final = nn.LayerNorm(embed_dim) if norm_first else nn.Identity()  # pre-norm ends with one norm
-    head = nn.Linear(embed_dim, vocab_size)
+    with seeded(seed):  # the initial weights, without touching the caller's generator
+        embed = nn.Embedding(vocab_size, embed_dim)
+        blocks = nn.ModuleList(TransformerBlock(embed_dim, num_heads, 4 * embed_dim, norm_first=norm_first)
+                               for _ in range(depth))
+        final = nn.LayerNorm(embed_dim) if norm_first else nn.Identity()  # pre-norm ends with one norm
+        head = nn.Linear(embed_dim, vocab_size)
     g = torch.Generator().manual_seed(seed + 100)
     x, y = torch.randint(0, vocab_size, (2, batch_size, seq_len), generator=g)  # (B, T) each
     h = embed(x)  # (B, T, D)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 
 from ..nn._checks import check_positive_int, check_tensor
+from .seeding import seeded
 from .tiny_transformer import TinyTransformer
 from .training import train_model
 
@@ -96,18 +97,22 @@ def reverse_and_shift_batch(batch_size: int, seq_len: int, vocab_size: int,
 def train_reverse_and_shift(num_heads: int = 2, seq_len: int = 8, vocab_size: int = 12,
                             steps: int = 400, batch_size: int = 128, embed_dim: int = 64,
                             lr: float = 3e-3, seed: int = 0, progress: bool = True,
-                            model: TinyTransformer | None = None, num_kv_heads: int | None = None):
+                            model: TinyTransformer | None = None, num_kv_heads: int | None = None,
+                            generator: torch.Generator | None = None):
     """Train a :class:`~attention_core.models.tiny_transformer.TinyTransformer` on
     :func:`reverse_and_shift_batch`, seeded.
 
     Pass ``model`` to continue training one (e.g. uptraining after a conversion).
+    ``seed`` seeds a new model's weights (:func:`~attention_core.models.seeding.seeded`) and,
+    without a ``generator``, the batches; torch's global generator is left as it was.
     Returns ``(model, losses)``; the model is in eval mode.
     """
     if model is None:
-        torch.manual_seed(seed)
-        model = TinyTransformer(vocab_size, seq_len, embed_dim, num_heads, num_kv_heads=num_kv_heads)
+        with seeded(seed):
+            model = TinyTransformer(vocab_size, seq_len, embed_dim, num_heads, num_kv_heads=num_kv_heads)
     return train_model(model, lambda g: reverse_and_shift_batch(batch_size, seq_len, vocab_size, g),
-                       steps, lr, seed, progress, desc=f"training, {model.num_heads} head(s)")
+                       steps, lr, seed, progress, desc=f"training, {model.num_heads} head(s)",
+                       generator=generator)
 
 
 @torch.no_grad()

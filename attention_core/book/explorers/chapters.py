@@ -20,6 +20,7 @@ import torch
 
 from ...models.measure import one_thread
 from ...models.scaling import random_scores, softmax_saturation
+from ...models.seeding import seeded
 from ...models.seq2seq import TARGET_VOCAB, encode_batch, translate
 from ...models.serving import variants
 from ...models.stack_statistics import stack_statistics
@@ -104,8 +105,8 @@ def self_attention_explorer(tokens: Sequence[str], d_models=(4, 8, 16, 32, 64), 
     _check_tokens(tokens, 2)
 
     def compute(d_model, tokens_shown):
-        torch.manual_seed(seed)
-        attention = MultiHeadAttention(d_model, num_heads=1, bias=False)
+        with seeded(seed):
+            attention = MultiHeadAttention(d_model, num_heads=1, bias=False)
         x = word_embeddings(tokens[:tokens_shown], d_model).unsqueeze(0)  # (1, T, D)
         with torch.no_grad():
             _, weights = attention(x)  # (1, 1, T, T)
