@@ -8,6 +8,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+import yaml
 from jupyter_cache import get_cache
 from nbclient import NotebookClient
 
@@ -16,6 +17,9 @@ from conftest import CHAPTERS, ROOT, SITE
 JB = Path(sys.executable).with_name("jupyter-book")
 
 
+# the build's per-cell timeout, a hang guard (not a speed test: a busy machine must not
+# fail a fresh run either); speed is benchmarks/bench_chapters.py's
+CELL_TIMEOUT_S = yaml.safe_load((ROOT / "_config.yml").read_text())["execute"]["timeout"]
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 
@@ -50,7 +54,7 @@ def run_fresh(chapter: str):
     """Execute a chapter's reader notebook (what Colab and Binder open, written by the
     build: _ext/reader_notebooks.py) from scratch in its own kernel (a separate process)."""
     fresh = nbformat.read(SITE / "notebooks" / "chapters" / f"{chapter}.ipynb", 4)
-    NotebookClient(fresh, timeout=120, resources={"metadata": {"path": str(ROOT / "chapters")}}).execute()
+    NotebookClient(fresh, timeout=CELL_TIMEOUT_S, resources={"metadata": {"path": str(ROOT / "chapters")}}).execute()
     return fresh
 
 
