@@ -37,3 +37,19 @@ def test_a_timed_run_finds_the_slowest_cell(tmp_path, monkeypatch):
     assert result["budget_s"] == bench_chapters.BUDGET_OTHER_S and result["trains"] is False
     if sys.platform == "linux":  # the kernel's CPU time, from /proc
         assert 0 < result["cpu_s"] < result["seconds"] + 5
+
+
+@pytest.mark.skipif(not hasattr(bench_chapters.os, "sched_setaffinity")
+                    or len(bench_chapters.os.sched_getaffinity(0)) < 2, reason="needs Linux and two CPUs")
+def test_second_core_busy_pins_this_process_and_spins_on_another_cpu_then_undoes_both():
+    import os
+
+    before = os.sched_getaffinity(0)
+    with bench_chapters.second_core_busy() as (kernel_cpu, busy_cpu):
+        assert os.sched_getaffinity(0) == {kernel_cpu} and busy_cpu != kernel_cpu
+        spinners = [p for p in Path("/proc").glob("[0-9]*")
+                    if (p / "cmdline").exists() and b"while True: pass" in (p / "cmdline").read_bytes()
+                    and int((p / "stat").read_text().rsplit(")", 1)[1].split()[1]) == os.getpid()]
+        assert len(spinners) == 1 and os.sched_getaffinity(int(spinners[0].name)) == {busy_cpu}
+    assert os.sched_getaffinity(0) == before
+    assert not (spinners[0] / "cmdline").exists() or not (spinners[0] / "cmdline").read_bytes()

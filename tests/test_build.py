@@ -18,7 +18,8 @@ pytestmark = pytest.mark.book  # builds books: the real one, and tiny ones with 
 
 JB = Path(sys.executable).with_name("jupyter-book")
 HANG_GUARD_S = yaml.safe_load((ROOT / "_config.yml").read_text())["execute"]["timeout"]
-"""The build's per-cell timeout (``_config.yml``): a guard against a hung cell, not a speed test."""
+"""The build's per-cell timeout (``_config.yml``): a guard against a hung cell, not a speed
+test (a busy machine must not fail a fresh run either; speed is ``bench_chapters``')."""
 
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
