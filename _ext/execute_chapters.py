@@ -36,7 +36,7 @@ def notebooks() -> list[Path]:
 
 def main() -> int:
     config = yaml.safe_load((ROOT / "_config.yml").read_text())
-    timeout = config.get("execute", {}).get("timeout", 30)
+    timeout = config["execute"]["timeout"]  # the hang guard of _config.yml, as myst-nb uses it
     aliases = config["sphinx"]["config"].get("nb_kernel_rgx_aliases", {})
     install_kernelspec()
     cache = get_cache(ROOT / "_build" / ".jupyter_cache")

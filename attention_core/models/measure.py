@@ -2,7 +2,8 @@
 the chapters and in the benchmarks. :func:`one_thread` is for the caller to choose (a
 chapter, a benchmark): no library function switches threads on its own.
 
-Times are medians of repeats (robust to the odd slow run); memory is the peak growth of
+Times are medians of repeats (robust to the odd slow run) or, for a trend measured while
+other programs run, minima (:func:`min_seconds`); memory is the peak growth of
 the process's resident memory while a call runs, sampled from ``/proc`` (Linux).
 """
 
@@ -42,8 +43,8 @@ def _check_callable(fn) -> None:
         raise TypeError(f"fn must be a function to call with no arguments, got {type(fn).__name__}")
 
 
-def median_seconds(fn, repeats: int = 5, warmup: int = 1) -> float:
-    """Median wall-clock seconds of ``fn()`` over ``repeats`` runs, after ``warmup`` runs."""
+def _run_times(fn, repeats: int, warmup: int) -> list[float]:
+    """Wall-clock seconds of each of ``repeats`` runs of ``fn()``, after ``warmup`` runs."""
     _check_callable(fn)
     check_positive_int("repeats", repeats)
     check_positive_int("warmup", warmup, minimum=0)
@@ -54,7 +55,19 @@ def median_seconds(fn, repeats: int = 5, warmup: int = 1) -> float:
         start = time.perf_counter()
         fn()
         times.append(time.perf_counter() - start)
-    return sorted(times)[len(times) // 2]
+    return times
+
+
+def median_seconds(fn, repeats: int = 5, warmup: int = 1) -> float:
+    """Median wall-clock seconds of ``fn()`` over ``repeats`` runs, after ``warmup`` runs."""
+    return sorted(_run_times(fn, repeats, warmup))[repeats // 2]
+
+
+def min_seconds(fn, repeats: int = 5, warmup: int = 1) -> float:
+    """Fastest wall-clock seconds of ``fn()`` over ``repeats`` runs, after ``warmup`` runs:
+    other programs on the machine only ever add time, so the fastest run is the one they
+    disturbed least (the right statistic for a trend measured on a busy machine)."""
+    return min(_run_times(fn, repeats, warmup))
 
 
 def _rss_bytes() -> int:
