@@ -20,6 +20,7 @@ import pytest
 import torch
 from torch.testing import assert_close
 
+from attention_core.models.measure import one_thread
 from attention_core.nn.kv_cache import streaming_mask
 from attention_core.models import smollm
 from attention_core.models.smollm import SmolLM, SmolLMConfig, chat_text, generate, next_token
@@ -28,6 +29,14 @@ llama = pytest.importorskip("transformers.models.llama.modeling_llama", reason="
                             "reference) is not installed")
 
 V, T = 101, 11
+
+
+@pytest.fixture(scope="module", autouse=True)
+def steady_threads():
+    """One thread: on two cores shared with other work, OpenMP's barriers make a 135M-parameter
+    model's small matrix products ten times slower with two."""
+    with one_thread():
+        yield
 
 
 @pytest.fixture(scope="module")
@@ -241,10 +250,12 @@ def test_logits_attentions_and_greedy_tokens_equal_transformers_on_the_same_file
         assert len(attentions) == 30 and attentions[0].shape == (1, 9, x.size(1), x.size(1))
         for mine, theirs in zip(attentions, ref.attentions):
             assert_close(mine, theirs, atol=1e-4, rtol=0)
-    for messages in MESSAGES:
+    for messages in MESSAGES:  # transformers stops at <|im_end|> (eos); ours goes on
         x = smollm.chat_prompt(tokenizer, messages)
-        reference = hf_model.generate(x, max_new_tokens=12, min_new_tokens=12, do_sample=False)
-        assert generate(model, x, 12).tolist() == reference.tolist()
+        reference = hf_model.generate(x, max_new_tokens=10, do_sample=False)
+        ours = generate(model, x, 10)
+        assert ours[:, :reference.size(1)].tolist() == reference.tolist()
+        assert reference.size(1) == ours.size(1) or reference[0, -1].item() == model.config.eos_token_id
 
 
 def test_decoding_with_the_cache_equals_decoding_without(smol):
