@@ -20,10 +20,10 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from attention_core.models.measure import one_thread
-from attention_core.nn.kv_cache import streaming_mask
 from attention_core.models import smollm
+from attention_core.models.measure import one_thread
 from attention_core.models.smollm import SmolLM, SmolLMConfig, chat_text, generate, next_token
+from attention_core.nn.kv_cache import streaming_mask
 
 llama = pytest.importorskip("transformers.models.llama.modeling_llama", reason="transformers (a test-only "
                             "reference) is not installed")
@@ -271,11 +271,15 @@ def test_decoding_with_the_cache_equals_decoding_without(smol):
     assert_close(last[:, 0], full[:, -1], atol=1e-4, rtol=0)
 
 
+ACCENTS = "naïve café, crème brûlée, Ångström"
+
+
 def tokenizer_strings() -> list[str]:
     """Over 200 strings: accents, CJK, emoji, code, numbers, whitespace runs, chat markup."""
-    base = ["Hello, world!", "The quick brown fox jumps over the lazy dog.", "naïve café, crème brûlée, Ångström",
-            "Zürich Straße Øresund łódź", "¿Qué tal? ¡Muy bien!", "Ça va? Très bien.", "東京は日本の首都です。",
-            "北京欢迎你", "한국어 문장입니다", "Привет, как дела?", "Γειά σου Κόσμε", "مرحبا بالعالم", "हिन्दी",
+    base = ["Hello, world!", "The quick brown fox jumps over the lazy dog.", ACCENTS,
+            "Zürich Straße Øresund łódź", "¿Qué tal? ¡Muy bien!", "Ça va? Très bien.",
+            "東京は日本の首都です。", "北京欢迎你", "한국어 문장입니다", "Привет, как дела?",
+            "Γειά σου Κόσμε", "مرحبا بالعالم", "हिन्दी",
             "🎉🎉 party 🥳", "👩‍👩‍👧 family emoji", "I ❤️ NY", "def f(x):\n    return x ** 2\n",
             "for (int i = 0; i < n; ++i) { sum += a[i]; }", "import torch\nimport numpy as np",
             "<div class=\"a\">text</div>", "SELECT * FROM t WHERE id = 42;", "x = {'a': [1, 2, 3]}",
@@ -313,7 +317,7 @@ def test_tokenizer_equals_transformers_gguf_tokenizer(smol, hf_tokenizer):
     split_digits.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True),
                                                           split_digits.pre_tokenizer])
     assert [ours[s] for s in strings] == [split_digits.encode(s).ids for s in strings]
-    assert tokenizer.decode(ours["naïve café, crème brûlée, Ångström"]) == "naïve café, crème brûlée, Ångström"
+    assert tokenizer.decode(ours[ACCENTS]) == ACCENTS
 
 
 def test_chat_prompt_equals_transformers_chat_template(smol, hf_tokenizer):

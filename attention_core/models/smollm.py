@@ -143,9 +143,9 @@ class SmolLM(nn.Module):
         c = self.config = config
         self.embed_tokens = nn.Embedding(c.vocab_size, c.embed_dim, **factory_kwargs)
         self.layers = nn.ModuleList(
-            TransformerBlock(c.embed_dim, c.num_heads, c.ff_dim, activation="swiglu", num_kv_heads=c.num_kv_heads,
-                             rope=True, rope_base=c.rope_base, norm="rms", layer_norm_eps=c.rms_norm_eps,
-                             bias=False, **factory_kwargs)
+            TransformerBlock(c.embed_dim, c.num_heads, c.ff_dim, activation="swiglu",
+                             num_kv_heads=c.num_kv_heads, rope=True, rope_base=c.rope_base, norm="rms",
+                             layer_norm_eps=c.rms_norm_eps, bias=False, **factory_kwargs)
             for _ in range(c.num_layers))
         self.norm = RMSNorm(c.embed_dim, c.rms_norm_eps, **factory_kwargs)
         self.lm_head = nn.Linear(c.embed_dim, c.vocab_size, bias=False, **factory_kwargs)
@@ -236,10 +236,10 @@ class SmolLM(nn.Module):
                                 f"(model.new_cache(B)), got {type(kv_caches).__name__}")
             if len({cache.length for cache in kv_caches}) != 1:
                 raise ValueError("kv_caches hold different lengths; reset() them all to start again")
-        if head_mask is not None:
-            if not isinstance(head_mask, torch.Tensor) or head_mask.shape != (c.num_layers, c.num_heads):
-                raise ValueError(f"head_mask must be a tensor (num_layers, num_heads) = "
-                                 f"({c.num_layers}, {c.num_heads}), got {getattr(head_mask, 'shape', head_mask)}")
+        if head_mask is not None and (not isinstance(head_mask, torch.Tensor)
+                                      or head_mask.shape != (c.num_layers, c.num_heads)):
+            raise ValueError(f"head_mask must be a tensor (num_layers, num_heads) = ({c.num_layers}, "
+                             f"{c.num_heads}), got {getattr(head_mask, 'shape', head_mask)}")
 
 
 def _decoder_mask(cache: HeadCache | None, T: int) -> tuple[torch.Tensor | None, bool]:
@@ -349,7 +349,8 @@ def chat_text(messages: list[dict], add_generation_prompt: bool = True,
     if not isinstance(messages, (list, tuple)) or not messages or not all(
             isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
             for m in messages):
-        raise TypeError(f"messages must be a non-empty list of {{'role': str, 'content': str}}, got {messages!r}")
+        raise TypeError(f"messages must be a non-empty list of {{'role': str, 'content': str}}, "
+                        f"got {messages!r}")
     text = "" if messages[0]["role"] == "system" else f"<|im_start|>system\n{system_prompt}<|im_end|>\n"
     text += "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages)
     return text + ("<|im_start|>assistant\n" if add_generation_prompt else "")
@@ -428,7 +429,8 @@ def gguf_state_dict(reader, num_layers: int) -> dict[str, torch.Tensor]:
                  "attn_v": "attn.v_proj", "attn_output": "attn.out_proj", "ffn_gate": "mlp.gate_proj",
                  "ffn_up": "mlp.up_proj", "ffn_down": "mlp.down_proj"}
     for n in range(num_layers):
-        names.update({f"blk.{n}.{theirs}.weight": f"layers.{n}.{ours}.weight" for theirs, ours in per_layer.items()})
+        names.update({f"blk.{n}.{theirs}.weight": f"layers.{n}.{ours}.weight"
+                      for theirs, ours in per_layer.items()})
     tensors = {t.name: t for t in reader.tensors}
     missing = sorted(set(names) - set(tensors))
     if missing or "output.weight" in tensors:
