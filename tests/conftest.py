@@ -34,6 +34,34 @@ def _seed():
     torch.manual_seed(0)
 
 
+def make_qkv(batch, L, S=None, E=8, Ev=None, *, kv_batch=None, dtype=torch.float64, device="cpu",
+             seed=None, requires_grad=False):
+    """Random ``query (*batch, L, E)``, ``key (*kv_batch, S, E)``, ``value (*kv_batch, S, Ev)``,
+    standard normal, drawn in that order. ``S`` defaults to ``L``, ``Ev`` to ``E``, ``kv_batch``
+    to ``batch`` (fewer key/value heads for GQA: ``kv_batch=(B, Hkv)``). ``seed=None`` draws
+    from torch's global generator (seeded per test by ``_seed``), an int from a generator of
+    its own. Drawn in float64, then cast to ``dtype`` and moved to ``device``: a float64 test
+    gets full-precision inputs, and one seed gives the same numbers, up to rounding, in every
+    dtype and on every device. ``requires_grad`` makes the three leaves of autograd.
+
+    Tests take the ``qkv`` fixture; this plain function is for module-level helpers."""
+    S = L if S is None else S
+    Ev = E if Ev is None else Ev
+    kv_batch = tuple(batch if kv_batch is None else kv_batch)
+    g = None if seed is None else torch.Generator().manual_seed(seed)
+    shapes = ((*batch, L, E), (*kv_batch, S, E), (*kv_batch, S, Ev))
+    return tuple(torch.randn(shape, generator=g, dtype=torch.float64).to(device=device, dtype=dtype)
+                 .requires_grad_(requires_grad) for shape in shapes)
+
+
+@pytest.fixture
+def qkv():
+    """``qkv(batch, L, S=None, E=8, Ev=None, *, kv_batch=None, dtype=torch.float64,
+    device="cpu", seed=None, requires_grad=False)``: random query, key and value, as
+    ``make_qkv`` (its docstring says what each argument means)."""
+    return make_qkv
+
+
 @pytest.fixture(scope="session")
 def site() -> Path:
     """The built website; built once per session if `make book` has not run."""

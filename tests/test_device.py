@@ -86,12 +86,6 @@ def first(result) -> torch.Tensor:
     return result[0] if isinstance(result, tuple) else result
 
 
-def qkv(device, dtype=torch.float32, shape=(2, 3, 8, 4), seed=0):
-    g = torch.Generator().manual_seed(seed)
-    return tuple(torch.randn(shape, generator=g, dtype=torch.float64).to(device=device, dtype=dtype)
-                 for _ in range(3))
-
-
 def test_one_device_catches_a_cpu_tensor_inside_a_meta_computation():
     # The watch itself: "@" with a CPU operand raises nothing on meta, but is recorded.
     with OneDevice() as watch:
@@ -250,23 +244,23 @@ KERNELS = _kernels()
 
 
 @pytest.mark.parametrize("name", sorted(KERNELS))
-def test_kernel_runs_on_the_inputs_device(name):
-    q, k, v = qkv("meta")
+def test_kernel_runs_on_the_inputs_device(name, qkv):
+    q, k, v = qkv((2, 3), 8, E=4, dtype=torch.float32, device="meta", seed=0)
     run_on(META, KERNELS[name], q, k, v)
 
 
 @pytest.mark.parametrize("name", ["sdpa, is_causal", "sdpa, alibi", "flash, is_causal"])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-def test_kernel_runs_on_meta_in_low_precision(name, dtype):
-    q, k, v = qkv("meta", dtype)
+def test_kernel_runs_on_meta_in_low_precision(name, dtype, qkv):
+    q, k, v = qkv((2, 3), 8, E=4, dtype=dtype, device="meta", seed=0)
     out = first(run_on(META, KERNELS[name], q, k, v))
     assert out.dtype == dtype
 
 
-def test_kernels_on_the_cpu_agree_with_pytorch_so_the_meta_runs_test_real_code():
+def test_kernels_on_the_cpu_agree_with_pytorch_so_the_meta_runs_test_real_code(qkv):
     # The same lambdas on CPU tensors give PyTorch's answer: the meta runs above
     # exercised the code paths that compute, not some shortcut.
-    q, k, v = qkv("cpu")
+    q, k, v = qkv((2, 3), 8, E=4, dtype=torch.float32, seed=0)
     reference = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
     for name in ("sdpa, is_causal", "flash, is_causal"):
         assert torch.allclose(first(KERNELS[name](q, k, v)), reference, atol=1e-5), name
@@ -342,8 +336,8 @@ def test_tiny_transformer_runs_on_meta(positional_kind):
 @pytest.mark.parametrize("mask", [lambda: masks.causal_mask(8, device="meta"),
                                   lambda: positional.alibi_bias(3, 8, device="meta")],
                          ids=["bool", "float"])
-def test_mask_on_another_device_is_refused(kernel, mask):
-    q, k, v = qkv("cpu")
+def test_mask_on_another_device_is_refused(kernel, mask, qkv):
+    q, k, v = qkv((2, 3), 8, E=4, dtype=torch.float32, seed=0)
     with pytest.raises(ValueError, match="attn_mask") as error:
         kernel(q, k, v, mask())
     assert "meta" in str(error.value) and "cpu" in str(error.value)
@@ -361,8 +355,8 @@ def test_multihead_attention_refuses_a_mask_or_input_on_another_device_before_pr
     assert "meta" in str(error.value) and "cpu" in str(error.value)
 
 
-def test_query_key_value_on_different_devices_are_refused():
-    q, k, v = qkv("cpu")
+def test_query_key_value_on_different_devices_are_refused(qkv):
+    q, k, v = qkv((2, 3), 8, E=4, dtype=torch.float32, seed=0)
     with pytest.raises(ValueError, match="one device") as error:
         ac.scaled_dot_product_attention(q, k.to("meta"), v)
     assert "meta" in str(error.value) and "cpu" in str(error.value)
@@ -377,8 +371,8 @@ def test_kv_cache_refuses_keys_on_another_device():
     assert cache.length == 0  # nothing was written
 
 
-def test_linformer_refuses_a_projection_on_another_device():
-    q, k, v = qkv("cpu")
+def test_linformer_refuses_a_projection_on_another_device(qkv):
+    q, k, v = qkv((2, 3), 8, E=4, dtype=torch.float32, seed=0)
     projection = linear.sequence_projection(3, 8, device="meta")
     with pytest.raises(ValueError, match=r"key_projection|E ") as error:
         linear.linformer_attention(q, k, v, projection)
@@ -423,8 +417,8 @@ LOW_PRECISION_DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 @pytest.mark.parametrize("name", ["sdpa", "sdpa, is_causal", "sdpa, is_causal, fewer queries",
                                   "sdpa, bool mask", "sdpa, alibi", "flash", "flash, is_causal",
                                   "flash, mask", "sliding window", "sliding window, causal"])
-def test_kernels_match_pytorch_on_cuda(name, dtype):
-    q_all, k, v = qkv("cuda", dtype)
+def test_kernels_match_pytorch_on_cuda(name, dtype, qkv):
+    q_all, k, v = qkv((2, 3), 8, E=4, dtype=dtype, device="cuda", seed=0)
     L, S = (3 if "fewer" in name else 8), 8
     q = q_all[..., -L:, :]  # "fewer queries" drops the first 5 (S - L) itself
     sdpa = torch.nn.functional.scaled_dot_product_attention
@@ -522,8 +516,8 @@ def test_models_run_on_cuda():
 
 
 @cuda
-def test_a_cpu_mask_with_cuda_inputs_is_a_clear_error():
-    q, k, v = qkv("cuda")
+def test_a_cpu_mask_with_cuda_inputs_is_a_clear_error(qkv):
+    q, k, v = qkv((2, 3), 8, E=4, dtype=torch.float32, device="cuda", seed=0)
     with pytest.raises(ValueError, match="attn_mask") as error:
         ac.scaled_dot_product_attention(q, k, v, attn_mask=masks.causal_mask(8))
     assert "cuda" in str(error.value) and "cpu" in str(error.value)

@@ -10,16 +10,11 @@ from attention_core import causal_mask, scaled_dot_product_attention
 from attention_core.nn.flash import flash_attention, flash_attention_lse, online_softmax
 
 
-def qkv(batch, L, S, E=8, Ev=6):
-    return (torch.randn(*batch, L, E, dtype=torch.float64), torch.randn(*batch, S, E, dtype=torch.float64),
-            torch.randn(*batch, S, Ev, dtype=torch.float64))
-
-
 @pytest.mark.parametrize("L,S,block_q,block_k",
                          [(16, 16, 4, 4), (37, 23, 5, 7), (5, 40, 8, 3), (9, 9, 64, 64)])
 @pytest.mark.parametrize("causal", [False, True])
-def test_equals_naive_attention(L, S, block_q, block_k, causal):
-    q, k, v = qkv((2, 3), L, S)
+def test_equals_naive_attention(L, S, block_q, block_k, causal, qkv):
+    q, k, v = qkv((2, 3), L, S, Ev=6)
     out, lse = flash_attention_lse(q, k, v, is_causal=causal, block_q=block_q, block_k=block_k)
     ref, weights = scaled_dot_product_attention(q, k, v, is_causal=causal)
     assert_close(out, ref)
@@ -32,8 +27,8 @@ def test_equals_naive_attention(L, S, block_q, block_k, causal):
 
 
 @pytest.mark.parametrize("kind", ["bool", "float"])
-def test_equals_naive_with_masks(kind):
-    q, k, v = qkv((2,), 13, 11)
+def test_equals_naive_with_masks(kind, qkv):
+    q, k, v = qkv((2,), 13, 11, Ev=6)
     if kind == "bool":
         mask = torch.rand(2, 13, 11) > 0.4
         mask[:, 3] = False  # a query with no key at all
@@ -46,8 +41,8 @@ def test_equals_naive_with_masks(kind):
     assert torch.isfinite(out).all()
 
 
-def test_custom_scale_and_float32():
-    q, k, v = (x.float() for x in qkv((4,), 50, 50))
+def test_custom_scale_and_float32(qkv):
+    q, k, v = qkv((4,), 50, Ev=6, dtype=torch.float32)
     out, _ = flash_attention(q, k, v, scale=0.3, block_q=16, block_k=16)
     assert_close(out, scaled_dot_product_attention(q, k, v, scale=0.3)[0], atol=1e-5, rtol=1e-5)
 
@@ -78,8 +73,8 @@ def test_memory_is_one_tile_not_the_score_matrix(L, largest_tensor):
     assert naive.largest == B * H * L * L
 
 
-def test_bad_blocks_raise():
-    q, k, v = qkv((), 4, 4)
+def test_bad_blocks_raise(qkv):
+    q, k, v = qkv((), 4, Ev=6)
     with pytest.raises(ValueError, match="block_q must be >= 1, got 0"):
         flash_attention(q, k, v, block_q=0)
     with pytest.raises(ValueError, match="scores must be one row"):

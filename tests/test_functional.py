@@ -20,11 +20,6 @@ SHAPES = [  # (batch dims, L, S, E, Ev)
 ]
 
 
-def qkv(batch, L, S, E, Ev, dtype=torch.float64):
-    return (torch.randn(*batch, L, E, dtype=dtype), torch.randn(*batch, S, E, dtype=dtype),
-            torch.randn(*batch, S, Ev, dtype=dtype))
-
-
 def reference_weights(q, k, mask=None, scale=None):
     """Weights computed the long way, independent of the package."""
     scale = 1 / math.sqrt(q.size(-1)) if scale is None else scale
@@ -35,7 +30,7 @@ def reference_weights(q, k, mask=None, scale=None):
 
 
 @pytest.mark.parametrize("batch,L,S,E,Ev", SHAPES)
-def test_matches_torch_without_mask(batch, L, S, E, Ev):
+def test_matches_torch_without_mask(batch, L, S, E, Ev, qkv):
     q, k, v = qkv(batch, L, S, E, Ev)
     out, w = scaled_dot_product_attention(q, k, v)
     assert out.shape == (*batch, L, Ev) and w.shape == (*batch, L, S)
@@ -44,7 +39,7 @@ def test_matches_torch_without_mask(batch, L, S, E, Ev):
 
 
 @pytest.mark.parametrize("batch,L,S,E,Ev", SHAPES)
-def test_matches_torch_with_bool_mask(batch, L, S, E, Ev):
+def test_matches_torch_with_bool_mask(batch, L, S, E, Ev, qkv):
     q, k, v = qkv(batch, L, S, E, Ev)
     mask = torch.rand(*batch, L, S) > 0.3
     mask[..., 0] = True  # every query keeps a key, so torch has no NaN rows
@@ -55,7 +50,7 @@ def test_matches_torch_with_bool_mask(batch, L, S, E, Ev):
 
 
 @pytest.mark.parametrize("batch,L,S,E,Ev", SHAPES)
-def test_matches_torch_with_float_mask(batch, L, S, E, Ev):
+def test_matches_torch_with_float_mask(batch, L, S, E, Ev, qkv):
     q, k, v = qkv(batch, L, S, E, Ev)
     bias = torch.randn(L, S, dtype=torch.float64)  # broadcasts over the batch dims
     out, w = scaled_dot_product_attention(q, k, v, attn_mask=bias)
@@ -63,8 +58,8 @@ def test_matches_torch_with_float_mask(batch, L, S, E, Ev):
     assert_close(w, reference_weights(q, k, bias))
 
 
-def test_broadcast_mask_over_heads():
-    q, k, v = qkv((2, 4), 5, 6, 8, 8)
+def test_broadcast_mask_over_heads(qkv):
+    q, k, v = qkv((2, 4), 5, 6)
     mask = torch.rand(2, 1, 5, 6) > 0.2
     mask[..., 0] = True
     out, _ = scaled_dot_product_attention(q, k, v, attn_mask=mask)
@@ -72,24 +67,24 @@ def test_broadcast_mask_over_heads():
 
 
 @pytest.mark.parametrize("batch,L,E", [((), 1, 4), ((2,), 6, 8), ((2, 3), 9, 16)])
-def test_causal_matches_torch(batch, L, E):
-    q, k, v = qkv(batch, L, L, E, E)
+def test_causal_matches_torch(batch, L, E, qkv):
+    q, k, v = qkv(batch, L, E=E)
     out, w = scaled_dot_product_attention(q, k, v, is_causal=True)
     assert_close(out, F.scaled_dot_product_attention(q, k, v, is_causal=True))
     assert (w.triu(1) == 0).all()
 
 
-def test_causal_with_cache_is_lower_right():
+def test_causal_with_cache_is_lower_right(qkv):
     """L < S: the queries are the last L positions, as in PyTorch's causal_lower_right."""
-    q, k, v = qkv((2,), 3, 7, 8, 8)
+    q, k, v = qkv((2,), 3, 7)
     lower_right = torch.ones(3, 7, dtype=torch.bool).tril(diagonal=7 - 3)
     out, _ = scaled_dot_product_attention(q, k, v, is_causal=True)
     assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=lower_right))
     assert_close(causal_mask(3, 7), lower_right)
 
 
-def test_causal_combines_with_mask():
-    q, k, v = qkv((2,), 5, 5, 4, 4)
+def test_causal_combines_with_mask(qkv):
+    q, k, v = qkv((2,), 5, E=4)
     pad = torch.tensor([True, True, True, False, False])
     out, _ = scaled_dot_product_attention(q, k, v, attn_mask=pad, is_causal=True)
     both = causal_mask(5) & pad
@@ -97,14 +92,14 @@ def test_causal_combines_with_mask():
 
 
 @pytest.mark.parametrize("scale", [0.01, 0.5, 1.0, 3.0])
-def test_custom_scale(scale):
-    q, k, v = qkv((2,), 4, 6, 8, 5)
+def test_custom_scale(scale, qkv):
+    q, k, v = qkv((2,), 4, 6, Ev=5)
     out, w = scaled_dot_product_attention(q, k, v, scale=scale)
     assert_close(out, F.scaled_dot_product_attention(q, k, v, scale=scale))
     assert_close(w, reference_weights(q, k, scale=scale))
 
 
-def test_float32_matches_torch():
+def test_float32_matches_torch(qkv):
     q, k, v = qkv((2, 4), 33, 17, 16, 8, dtype=torch.float32)
     out, _ = scaled_dot_product_attention(q, k, v)
     assert_close(out, F.scaled_dot_product_attention(q, k, v))
@@ -128,8 +123,8 @@ def test_hand_worked_three_tokens():
     assert abs(w[0, 0].item() - 0.4011) < 1e-4  # e^0.7071 = 2.0281; 2.0281 / 5.0562
 
 
-def test_fully_masked_row_gives_zeros_not_nan():
-    q, k, v = qkv((2,), 3, 4, 8, 8)
+def test_fully_masked_row_gives_zeros_not_nan(qkv):
+    q, k, v = qkv((2,), 3, 4)
     mask = torch.ones(3, 4, dtype=torch.bool)
     mask[1] = False  # query 1 may attend to nothing
     out, w = scaled_dot_product_attention(q, k, v, attn_mask=mask)
@@ -142,8 +137,8 @@ def test_fully_masked_row_gives_zeros_not_nan():
     assert (w[:, 2] == 0).all() and (out[:, 2] == 0).all() and torch.isfinite(out).all()
 
 
-def test_nan_input_is_not_hidden():
-    q, k, v = qkv((), 3, 3, 4, 4)
+def test_nan_input_is_not_hidden(qkv):
+    q, k, v = qkv((), 3, E=4)
     q[1, 0] = math.nan
     out, _ = scaled_dot_product_attention(q, k, v, is_causal=True)
     assert torch.isnan(out[1]).all() and torch.isfinite(out[0]).all()
@@ -174,9 +169,9 @@ def test_softmax_stable_and_pure():
     assert_close(y, p)
 
 
-def test_gradients_match_torch():
+def test_gradients_match_torch(qkv):
     """Training goes through the package: its gradients equal PyTorch's."""
-    q, k, v = (x.requires_grad_() for x in qkv((2,), 5, 6, 8, 4))
+    q, k, v = qkv((2,), 5, 6, Ev=4, requires_grad=True)
     mask = torch.rand(5, 6) > 0.3
     mask[:, 0] = True
     out, _ = scaled_dot_product_attention(q, k, v, attn_mask=mask)
@@ -189,8 +184,8 @@ def test_gradients_match_torch():
     assert torch.autograd.gradcheck(lambda x: softmax(x, inplace=True), (logits,))
 
 
-def test_dropout_keeps_expectation():
-    q, k, v = qkv((64,), 4, 4, 8, 8)
+def test_dropout_keeps_expectation(qkv):
+    q, k, v = qkv((64,), 4)
     _, w = scaled_dot_product_attention(q, k, v, dropout_p=0.5)
     assert ((w == 0) | (w > 0)).all()
     assert 0.4 < (w == 0).float().mean() < 0.6  # about half the weights dropped

@@ -31,13 +31,6 @@ OPTIONS = {
 }
 
 
-def qkv(L=T, S=T, dtype=torch.float64):
-    g = torch.Generator().manual_seed(0)
-    return (torch.randn(B, H, L, E, generator=g, dtype=dtype),
-            torch.randn(B, H, S, E, generator=g, dtype=dtype),
-            torch.randn(B, H, S, Ev, generator=g, dtype=dtype))
-
-
 def call(name, query, key, value, **extra):
     fn = ATTENTION_FUNCTIONS[name]
     if name == "lsh":
@@ -52,11 +45,11 @@ def test_the_registry_is_exported_and_names_the_kernels():
         assert isinstance(fn, ac.AttentionKernel) and fn.name == name
 
 
-def test_eager_is_one_kernel_everywhere():
+def test_eager_is_one_kernel_everywhere(qkv):
     """The registry's "eager" is what MultiHeadAttention(attention="eager") attends with, for
     MHA and GQA alike: SDPA for as many kv heads as query heads, grouped_query otherwise."""
     assert ac.MultiHeadAttention(8, 2).attention_fn is ATTENTION_FUNCTIONS["eager"]
-    q, k, v = qkv()
+    q, k, v = qkv((B, H), T, E=E, Ev=Ev, seed=0)
     for a, b in zip(ATTENTION_FUNCTIONS["eager"](q, k, v, is_causal=True),
                     ac.scaled_dot_product_attention(q, k, v, is_causal=True)):
         assert torch.equal(a, b)
@@ -88,8 +81,8 @@ def test_every_kernel_refuses_an_option_it_does_not_know(name):
 
 @pytest.mark.parametrize("name, missing", [("sliding_window", "window"), ("linformer", "key_projection"),
                                            ("lsh", "num_buckets")])
-def test_a_missing_required_option_is_named(name, missing):
-    q, k, v = qkv()
+def test_a_missing_required_option_is_named(name, missing, qkv):
+    q, k, v = qkv((B, H), T, E=E, Ev=Ev, seed=0)
     with pytest.raises(TypeError, match=rf"ATTENTION_FUNCTIONS\['{name}'\] needs the option {missing}="):
         ATTENTION_FUNCTIONS[name](q, q, v)
 
@@ -105,19 +98,19 @@ def test_the_approximate_kernels_say_what_they_cannot_honour():
 
 
 @pytest.mark.parametrize("name, argument", REFUSED, ids=[f"{n}-{a}" for n, a in REFUSED])
-def test_a_kernel_refuses_what_it_cannot_honour(name, argument):
+def test_a_kernel_refuses_what_it_cannot_honour(name, argument, qkv):
     """attn_mask, is_causal or scale given to a kernel that cannot honour it: a ValueError
     naming both, never silently ignored."""
-    q, k, v = qkv()
+    q, k, v = qkv((B, H), T, E=E, Ev=Ev, seed=0)
     value = {"attn_mask": torch.ones(T, T, dtype=torch.bool), "is_causal": True, "scale": 0.5}[argument]
     with pytest.raises(ValueError, match=rf"ATTENTION_FUNCTIONS\['{name}'\] cannot honour {argument}"):
         call(name, q, k, v, **{argument: value})
 
 
 @pytest.mark.parametrize("name", sorted(OPTIONS))
-def test_every_kernel_takes_the_three_arguments_by_position(name):
+def test_every_kernel_takes_the_three_arguments_by_position(name, qkv):
     """``fn(q, k, v, attn_mask, is_causal, scale)`` by position: the same as by keyword."""
-    q, k, v = qkv()
+    q, k, v = qkv((B, H), T, E=E, Ev=Ev, seed=0)
     k = q if name == "lsh" else k
     args = (None, False, None) if name == "lsh" else (None, name != "linformer", None)
     by_position = ATTENTION_FUNCTIONS[name](q, k, v, *args, **OPTIONS[name])[0]
@@ -127,8 +120,8 @@ def test_every_kernel_takes_the_three_arguments_by_position(name):
 
 
 @pytest.mark.parametrize("name", sorted(OPTIONS))
-def test_every_kernel_obeys_the_contract(name):
-    q, k, v = qkv()
+def test_every_kernel_obeys_the_contract(name, qkv):
+    q, k, v = qkv((B, H), T, E=E, Ev=Ev, seed=0)
     result = call(name, q, k, v)
     assert isinstance(result, tuple) and len(result) == 2
     output, weights = result
@@ -157,16 +150,16 @@ def reference(name, q, k, v):
 
 
 @pytest.mark.parametrize("name", sorted(OPTIONS))
-def test_every_kernel_equals_its_reference(name):
-    q, k, v = qkv()
+def test_every_kernel_equals_its_reference(name, qkv):
+    q, k, v = qkv((B, H), T, E=E, Ev=Ev, seed=0)
     output, _ = call(name, q, k, v)
     assert_close(output, reference(name, q, k, v))
 
 
 @pytest.mark.parametrize("name", ["eager", "grouped_query", "flash", "sliding_window", "linear"])
-def test_causal_kernels_see_no_future(name):
+def test_causal_kernels_see_no_future(name, qkv):
     """is_causal: changing keys and values after position 10 leaves outputs 0..10 alone."""
-    q, k, v = qkv()
+    q, k, v = qkv((B, H), T, E=E, Ev=Ev, seed=0)
     out, _ = call(name, q, k, v, is_causal=True)
     k2, v2 = k.clone(), v.clone()
     k2[..., 11:, :], v2[..., 11:, :] = 50.0, -50.0
@@ -174,8 +167,8 @@ def test_causal_kernels_see_no_future(name):
 
 
 @pytest.mark.parametrize("name", ["eager", "grouped_query", "flash", "sliding_window"])
-def test_exact_kernels_take_an_attn_mask_like_torch(name):
-    q, k, v = qkv()
+def test_exact_kernels_take_an_attn_mask_like_torch(name, qkv):
+    q, k, v = qkv((B, H), T, E=E, Ev=Ev, seed=0)
     mask = torch.rand(B, 1, T, T, generator=torch.Generator().manual_seed(1)) > 0.3
     mask |= torch.eye(T, dtype=torch.bool)  # every query keeps a key (PyTorch gives NaN otherwise)
     out, _ = call(name, q, k, v, attn_mask=mask)
@@ -185,12 +178,9 @@ def test_exact_kernels_take_an_attn_mask_like_torch(name):
 
 @pytest.mark.parametrize("num_kv_heads", [1, 3])
 @pytest.mark.parametrize("kwargs", [{}, {"is_causal": True}, {"scale": 0.2}, {"attn_mask": "padding"}])
-def test_grouped_query_shares_each_kv_head_with_its_group(num_kv_heads, kwargs):
+def test_grouped_query_shares_each_kv_head_with_its_group(num_kv_heads, kwargs, qkv):
     """Query head a reads kv head a // G: PyTorch's attention on kv heads repeated in place."""
-    g = torch.Generator().manual_seed(2)
-    q = torch.randn(B, 6, T, E, generator=g, dtype=torch.float64)
-    k = torch.randn(B, num_kv_heads, T, E, generator=g, dtype=torch.float64)
-    v = torch.randn(B, num_kv_heads, T, Ev, generator=g, dtype=torch.float64)
+    q, k, v = qkv((B, 6), T, E=E, Ev=Ev, kv_batch=(B, num_kv_heads), seed=2)
     if kwargs.get("attn_mask") == "padding":
         kwargs = {"attn_mask": ac.padding_mask([T, 5], T).unsqueeze(1)}  # (B, 1, 1, S)
     G = 6 // num_kv_heads
@@ -201,8 +191,8 @@ def test_grouped_query_shares_each_kv_head_with_its_group(num_kv_heads, kwargs):
     assert_close(out, expected)
 
 
-def test_eager_attention_is_the_maths_of_the_public_function():
-    q, k, v = qkv(L=7, S=11)
+def test_eager_attention_is_the_maths_of_the_public_function(qkv):
+    q, k, v = qkv((B, H), 7, 11, E=E, Ev=Ev, seed=0)
     mask = torch.rand(7, 11) > 0.5
     mask[2] = False  # a query with no key
     bias = torch.randn(7, 11, dtype=torch.float64)
@@ -217,18 +207,18 @@ def test_eager_attention_is_the_maths_of_the_public_function():
                  F.scaled_dot_product_attention(q, k, v, scale=0.2))
 
 
-def test_flash_lse_is_the_logsumexp_of_the_scores():
+def test_flash_lse_is_the_logsumexp_of_the_scores(qkv):
     from attention_core.nn.flash import flash_attention_lse
 
-    q, k, v = qkv(L=9, S=13)
+    q, k, v = qkv((B, H), 9, 13, E=E, Ev=Ev, seed=0)
     out, lse = flash_attention_lse(q, k, v, block_q=4, block_k=5)
     assert_close(out, F.scaled_dot_product_attention(q, k, v))
     assert_close(lse, torch.logsumexp(q @ k.transpose(-2, -1) / math.sqrt(E), -1))
 
 
 @pytest.mark.parametrize("name", sorted(OPTIONS))
-def test_every_kernel_rejects_mismatched_inputs(name):
-    q, k, v = qkv()
+def test_every_kernel_rejects_mismatched_inputs(name, qkv):
+    q, k, v = qkv((B, H), T, E=E, Ev=Ev, seed=0)
     with pytest.raises(ValueError, match="query and key must have the same last dim E"):
         ATTENTION_FUNCTIONS[name](q, k[..., :3], v, **OPTIONS[name])
 

@@ -17,15 +17,9 @@ from attention_core.nn.linear_attention import (
 )
 
 
-def qkv(batch, L, S=None, E=8, Ev=5):
-    S = L if S is None else S
-    return (torch.randn(*batch, L, E, dtype=torch.float64), torch.randn(*batch, S, E, dtype=torch.float64),
-            torch.randn(*batch, S, Ev, dtype=torch.float64))
-
-
 @pytest.mark.parametrize("feature_map", ["elu", "relu", lambda x: x.square()])
-def test_noncausal_equals_the_quadratic_form(feature_map):
-    q, k, v = qkv((2, 3), 11, 7)
+def test_noncausal_equals_the_quadratic_form(feature_map, qkv):
+    q, k, v = qkv((2, 3), 11, 7, Ev=5)
     expected = kernel_attention_weights(q, k, feature_map) @ v
     out, weights = linear_attention(q, k, v, feature_map)
     assert weights is None
@@ -33,8 +27,8 @@ def test_noncausal_equals_the_quadratic_form(feature_map):
 
 
 @pytest.mark.parametrize("chunk_size", [1, 3, 8, 64])
-def test_causal_prefix_sums_equal_the_masked_quadratic_form(chunk_size):
-    q, k, v = qkv((2,), 19)
+def test_causal_prefix_sums_equal_the_masked_quadratic_form(chunk_size, qkv):
+    q, k, v = qkv((2,), 19, Ev=5)
     phi_q, phi_k = elu_feature_map(q), elu_feature_map(k)
     scores = (phi_q @ phi_k.transpose(-2, -1)) * torch.ones(19, 19, dtype=torch.bool).tril()
     expected = (scores / scores.sum(-1, keepdim=True)) @ v  # written out, independently
@@ -42,16 +36,16 @@ def test_causal_prefix_sums_equal_the_masked_quadratic_form(chunk_size):
     torch.testing.assert_close(kernel_attention_weights(q, k, is_causal=True) @ v, expected)
 
 
-def test_causal_output_ignores_the_future():
-    q, k, v = qkv((), 12)
+def test_causal_output_ignores_the_future(qkv):
+    q, k, v = qkv((), 12, Ev=5)
     out, _ = linear_attention(q, k, v, is_causal=True, chunk_size=5)
     k2, v2 = k.clone(), v.clone()
     k2[8:], v2[8:] = 100.0, -100.0
     torch.testing.assert_close(linear_attention(q, k2, v2, is_causal=True, chunk_size=5)[0][:8], out[:8])
 
 
-def test_elu_weights_are_positive_rows_summing_to_one():
-    q, k, _ = qkv((), 6)
+def test_elu_weights_are_positive_rows_summing_to_one(qkv):
+    q, k, _ = qkv((), 6, Ev=5)
     w = kernel_attention_weights(q, k)
     assert (w > 0).all()
     torch.testing.assert_close(w.sum(-1), torch.ones(6, dtype=torch.float64))
@@ -103,31 +97,31 @@ def test_performer_features_are_positive_and_check_their_dim():
 
 
 @pytest.mark.parametrize("call,message", [
-    (lambda: linear_attention(*qkv((), 4), feature_map="softmax"),
+    (lambda qkv: linear_attention(*qkv((), 4), feature_map="softmax"),
      "feature_map must be a callable or one of"),
-    (lambda: linear_attention(*qkv((), 4), chunk_size=0), "chunk_size must be >= 1, got 0"),
-    (lambda: linear_attention(*qkv((), 4, 6), is_causal=True),
+    (lambda qkv: linear_attention(*qkv((), 4), chunk_size=0), "chunk_size must be >= 1, got 0"),
+    (lambda qkv: linear_attention(*qkv((), 4, 6), is_causal=True),
      r"as many keys as queries, got query \(4, 8\) and key \(6, 8\)"),
-    (lambda: random_features(0, 4), "num_features must be >= 1, got 0"),
-    (lambda: performer_feature_map(8, 4, seed=-1), "seed must be >= 0, got -1"),
+    (lambda _: random_features(0, 4), "num_features must be >= 1, got 0"),
+    (lambda _: performer_feature_map(8, 4, seed=-1), "seed must be >= 0, got -1"),
 ])
-def test_bad_parameters_raise_clear_errors(call, message):
+def test_bad_parameters_raise_clear_errors(call, message, qkv):
     with pytest.raises((ValueError, TypeError), match=message):
-        call()
+        call(qkv)
 
 
 # --- Linformer ------------------------------------------------------------------------------
 
-def test_linformer_with_identity_projections_is_dense_attention():
-    q, k, v = qkv((2, 3), 16)
+def test_linformer_with_identity_projections_is_dense_attention(qkv):
+    q, k, v = qkv((2, 3), 16, Ev=5)
     out, weights = linformer_attention(q, k, v, torch.eye(16, dtype=torch.float64))
     dense, dense_weights = scaled_dot_product_attention(q, k, v)
     torch.testing.assert_close(out, dense)
     torch.testing.assert_close(weights, dense_weights)
 
 
-def test_linformer_attends_over_projected_positions():
-    q, k, v = qkv((2,), 50)
+def test_linformer_attends_over_projected_positions(qkv):
+    q, k, v = qkv((2,), 50, Ev=5)
     P_K = sequence_projection(8, 50, seed=0, dtype=torch.float64)  # (R, S)
     P_V = sequence_projection(8, 50, seed=1, dtype=torch.float64)
     out, weights = linformer_attention(q, k, v, key_projection=P_K, value_projection=P_V)
@@ -142,8 +136,8 @@ def test_projection_is_seeded_and_scaled():
     assert P.var().item() == pytest.approx(1 / 64, rel=0.05)  # entries N(0, 1/R)
 
 
-def test_linformer_error_falls_as_k_grows():
-    q, k, v = qkv((), 256, E=16)
+def test_linformer_error_falls_as_k_grows(qkv):
+    q, k, v = qkv((), 256, E=16, Ev=5)
     dense, _ = scaled_dot_product_attention(q, k, v)
 
     def error(m, s):
@@ -155,20 +149,20 @@ def test_linformer_error_falls_as_k_grows():
 
 
 @pytest.mark.parametrize("call,message", [
-    (lambda: linformer_attention(*qkv((), 6), torch.eye(5, dtype=torch.float64)),
+    (lambda qkv: linformer_attention(*qkv((), 6), torch.eye(5, dtype=torch.float64)),
      r"key_projection must be an \(R, S=6\) projection, got \(5, 5\)"),
-    (lambda: linformer_attention(*qkv((), 6), torch.eye(6, dtype=torch.float64),
+    (lambda qkv: linformer_attention(*qkv((), 6), torch.eye(6, dtype=torch.float64),
                                  torch.eye(5, dtype=torch.float64)),
      r"value_projection must be an \(R, S=6\) projection, got \(5, 5\)"),
-    (lambda: linformer_attention(*qkv((), 6), torch.ones(3, 6, dtype=torch.float64),
+    (lambda qkv: linformer_attention(*qkv((), 6), torch.ones(3, 6, dtype=torch.float64),
                                  torch.ones(2, 6, dtype=torch.float64)),
      r"the same R, got \(3, 6\) and \(2, 6\)"),
-    (lambda: sequence_projection(0, 8), "proj_len must be >= 1, got 0"),
-    (lambda: sequence_projection(4, 0), "seq_len must be >= 1, got 0"),
+    (lambda _: sequence_projection(0, 8), "proj_len must be >= 1, got 0"),
+    (lambda _: sequence_projection(4, 0), "seq_len must be >= 1, got 0"),
 ])
-def test_linformer_bad_parameters(call, message):
+def test_linformer_bad_parameters(call, message, qkv):
     with pytest.raises(ValueError, match=message):
-        call()
+        call(qkv)
 
 
 def test_pooling_projection_averages_segments():

@@ -56,12 +56,6 @@ def eager_equivalent(name, q, k, v, **extra):
     return eager(q, k, v, **extra)[0]
 
 
-def qkv(dtype=torch.float64, seed=0, requires_grad=False):
-    g = torch.Generator().manual_seed(seed)
-    shapes = ((B, H, T, E), (B, H, T, E), (B, H, T, Ev))
-    return tuple(torch.randn(*s, generator=g, dtype=dtype).requires_grad_(requires_grad) for s in shapes)
-
-
 def masks(kind):
     """An ``(T, T)`` mask with row 2 fully masked: boolean (True = may attend) or additive."""
     keep = torch.rand(T, T, generator=torch.Generator().manual_seed(3)) > 0.4
@@ -94,8 +88,8 @@ def test_the_reproducer_flash_backpropagates():
 
 
 @pytest.mark.parametrize("name", sorted(set(ATTENTION_FUNCTIONS) - {"triton"}))
-def test_every_kernel_passes_gradcheck(name):
-    q, k, v = qkv(requires_grad=True)
+def test_every_kernel_passes_gradcheck(name, qkv):
+    q, k, v = qkv((B, H), T, E=E, Ev=Ev, seed=0, requires_grad=True)
     if name == "lsh":  # keys are the queries: differentiate through query and value
         assert torch.autograd.gradcheck(lambda q, v: call(name, q, q, v)[0], (q, v))
     else:
@@ -104,19 +98,19 @@ def test_every_kernel_passes_gradcheck(name):
 
 @pytest.mark.parametrize("extra", MASK_CASES, ids=str)
 @pytest.mark.parametrize("name", MASKED)
-def test_masked_kernels_pass_gradcheck_with_fully_masked_rows(name, extra):
-    q, k, v = qkv(requires_grad=True)
+def test_masked_kernels_pass_gradcheck_with_fully_masked_rows(name, extra, qkv):
+    q, k, v = qkv((B, H), T, E=E, Ev=Ev, seed=0, requires_grad=True)
     extra = resolve(extra)
     assert torch.autograd.gradcheck(lambda q, k, v: call(name, q, k, v, **extra)[0], (q, k, v))
 
 
 @pytest.mark.parametrize("extra", MASK_CASES, ids=str)
 @pytest.mark.parametrize("name", MASKED)
-def test_gradients_equal_eager_attentions(name, extra):
+def test_gradients_equal_eager_attentions(name, extra, qkv):
     extra = resolve(extra)
     grads = []
     for fn in (call, eager_equivalent):
-        q, k, v = qkv(seed=1, requires_grad=True)
+        q, k, v = qkv((B, H), T, E=E, Ev=Ev, seed=1, requires_grad=True)
         out = fn(name, q, k, v, **dict(extra))
         out = out[0] if isinstance(out, tuple) else out
         (out * torch.linspace(-1, 2, out.numel(), dtype=out.dtype).view_as(out)).sum().backward()
@@ -128,10 +122,10 @@ def test_gradients_equal_eager_attentions(name, extra):
 
 @pytest.mark.parametrize("kind", ["bool", "float"])
 @pytest.mark.parametrize("name", MASKED)
-def test_a_fully_masked_row_gives_zeros_everywhere(name, kind):
+def test_a_fully_masked_row_gives_zeros_everywhere(name, kind, qkv):
     """Output, and the gradient that flows back through that query, are exactly zero,
     whichever kind of mask removed its keys (an all -inf additive row included)."""
-    q, k, v = qkv(seed=2, requires_grad=True)
+    q, k, v = qkv((B, H), T, E=E, Ev=Ev, seed=2, requires_grad=True)
     out, _ = call(name, q, k, v, attn_mask=masks(kind))
     out.sum().backward()
     assert (out[..., 2, :] == 0).all()
@@ -154,8 +148,8 @@ def test_an_all_minus_inf_additive_row_equals_the_boolean_row():
     assert_close(grads[1], grads[0])
 
 
-def test_flash_lse_is_differentiable_and_minus_inf_for_a_dead_row():
-    q, k, v = qkv(requires_grad=True)
+def test_flash_lse_is_differentiable_and_minus_inf_for_a_dead_row(qkv):
+    q, k, v = qkv((B, H), T, E=E, Ev=Ev, seed=0, requires_grad=True)
     mask = masks("bool")
     out, lse = flash_attention_lse(q, k, v, attn_mask=mask, block_q=4, block_k=4)
     assert (lse[..., 2] == -math.inf).all()
@@ -188,8 +182,8 @@ def test_entropy_has_a_finite_gradient_where_a_weight_is_zero():
     assert_close(w.grad, expected)
 
 
-def test_entropy_of_masked_attention_backpropagates_to_the_queries():
-    q, k, v = qkv(requires_grad=True)
+def test_entropy_of_masked_attention_backpropagates_to_the_queries(qkv):
+    q, k, v = qkv((B, H), T, E=E, Ev=Ev, seed=0, requires_grad=True)
     _, w = ac.scaled_dot_product_attention(q, k, v, attn_mask=masks("float"))
     ac.attention_entropy(w).sum().backward()
     assert torch.isfinite(q.grad).all() and (q.grad[..., 2, :] == 0).all()
@@ -204,8 +198,8 @@ def float32_reference(name, q, k, v, **extra):
 
 @pytest.mark.parametrize("dtype", HALF, ids=str)
 @pytest.mark.parametrize("name", sorted(set(ATTENTION_FUNCTIONS) - {"triton"}))
-def test_half_inputs_are_computed_in_float32_and_returned_in_their_dtype(name, dtype):
-    q, k, v = (x.to(dtype) for x in qkv(torch.float32, seed=7))
+def test_half_inputs_are_computed_in_float32_and_returned_in_their_dtype(name, dtype, qkv):
+    q, k, v = qkv((B, H), T, E=E, Ev=Ev, dtype=dtype, seed=7)
     out, weights = call(name, q, k, v)
     assert out.dtype == dtype and (weights is None or weights.dtype == dtype)
     assert_close(out, float32_reference(name, q, k, v).to(dtype))  # one rounding at the end
@@ -213,8 +207,8 @@ def test_half_inputs_are_computed_in_float32_and_returned_in_their_dtype(name, d
 
 @pytest.mark.parametrize("dtype", HALF, ids=str)
 @pytest.mark.parametrize("name", MASKED)
-def test_half_inputs_with_masks(name, dtype):
-    q, k, v = (x.to(dtype) for x in qkv(torch.float32, seed=8))
+def test_half_inputs_with_masks(name, dtype, qkv):
+    q, k, v = qkv((B, H), T, E=E, Ev=Ev, dtype=dtype, seed=8)
     for extra in (resolve(e) for e in MASK_CASES[1:]):
         if "attn_mask" in extra and extra["attn_mask"].dtype != torch.bool:
             extra["attn_mask"] = extra["attn_mask"].to(dtype)

@@ -101,16 +101,11 @@ def test_unreachable_is_none():
     assert layers_to_reach(sliding_window_mask(5, 3, causal=True), 4, 0) is None  # no future
 
 
-def qkv(batch, n, E=8, Ev=6, dtype=torch.float64):
-    return (torch.randn(*batch, n, E, dtype=dtype), torch.randn(*batch, n, E, dtype=dtype),
-            torch.randn(*batch, n, Ev, dtype=dtype))
-
-
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("n,window,block", [(1, 1, None), (17, 3, None), (17, 3, 5), (40, 7, 16),
                                             (9, 20, None), (33, 1, 4)])
-def test_banded_equals_dense_with_the_same_mask(n, window, block, causal):
-    q, k, v = qkv((2, 3), n)
+def test_banded_equals_dense_with_the_same_mask(n, window, block, causal, qkv):
+    q, k, v = qkv((2, 3), n, Ev=6)
     banded, weights = sliding_window_attention(q, k, v, window, is_causal=causal, block_size=block)
     dense, _ = scaled_dot_product_attention(q, k, v, attn_mask=sliding_window_mask(n, window, causal))
     assert weights is None
@@ -119,11 +114,11 @@ def test_banded_equals_dense_with_the_same_mask(n, window, block, causal):
 
 @pytest.mark.parametrize("kind", ["padding", "float"])
 @pytest.mark.parametrize("causal", [False, True])
-def test_banded_with_an_attn_mask_equals_torch_with_the_combined_mask(kind, causal):
+def test_banded_with_an_attn_mask_equals_torch_with_the_combined_mask(kind, causal, qkv):
     """Inside the band, ``attn_mask`` applies as in dense attention; reference: PyTorch's
     own attention with band & mask. A query with no key left must get zeros (PyTorch
     versions differ there, NaN or zeros, so those rows are checked on their own)."""
-    q, k, v = qkv((2, 3), 23)
+    q, k, v = qkv((2, 3), 23, Ev=6)
     band = sliding_window_mask(23, 4, causal)
     if kind == "padding":
         mask = (torch.arange(23) < torch.tensor([23, 15]).view(2, 1, 1, 1))  # (B, 1, 1, S)
@@ -141,8 +136,8 @@ def test_banded_with_an_attn_mask_equals_torch_with_the_combined_mask(kind, caus
     torch.testing.assert_close(out[~dead], ref[~dead])
 
 
-def test_banded_gradients_and_scale_match_dense():
-    q, k, v = (t.requires_grad_() for t in qkv((2,), 20))
+def test_banded_gradients_and_scale_match_dense(qkv):
+    q, k, v = qkv((2,), 20, Ev=6, requires_grad=True)
     banded, _ = sliding_window_attention(q, k, v, 4, scale=0.3)
     grads = torch.autograd.grad(banded.square().sum(), (q, k, v))
     dense, _ = scaled_dot_product_attention(q, k, v, attn_mask=sliding_window_mask(20, 4), scale=0.3)
@@ -160,29 +155,30 @@ def test_banded_memory_grows_with_the_band_not_the_square(n, largest_tensor):
 
 
 @pytest.mark.parametrize("call,message", [
-    (lambda: strided_mask(8, 0), "stride must be >= 1, got 0"),
-    (lambda: fixed_mask(8, 4, 5), "num_summary must be at most stride=4, got 5"),
-    (lambda: global_mask(8, 9), "num_global must be at most L=8, got 9"),
-    (lambda: random_mask(8, -1), "num_random must be >= 0, got -1"),
-    (lambda: random_mask(0, 1), "L must be >= 1, got 0"),
-    (lambda: dilated_window_mask(8, 2, 0), "dilation must be >= 1, got 0"),
-    (lambda: bigbird_mask(8, 0, 1, 1), "window must be >= 1, got 0"),
-    (lambda: reach(torch.ones(3, 4, dtype=torch.bool), 1),
+    (lambda _: strided_mask(8, 0), "stride must be >= 1, got 0"),
+    (lambda _: fixed_mask(8, 4, 5), "num_summary must be at most stride=4, got 5"),
+    (lambda _: global_mask(8, 9), "num_global must be at most L=8, got 9"),
+    (lambda _: random_mask(8, -1), "num_random must be >= 0, got -1"),
+    (lambda _: random_mask(0, 1), "L must be >= 1, got 0"),
+    (lambda _: dilated_window_mask(8, 2, 0), "dilation must be >= 1, got 0"),
+    (lambda _: bigbird_mask(8, 0, 1, 1), "window must be >= 1, got 0"),
+    (lambda _: reach(torch.ones(3, 4, dtype=torch.bool), 1),
      r"square \(L, L\) bool tensor, got shape \(3, 4\)"),
-    (lambda: layers_to_reach(sliding_window_mask(4, 2), 7), r"source must lie in \[0, L=4\), got 7"),
-    (lambda: sliding_window_attention(*qkv((), 5), 0), "window must be >= 1, got 0"),
-    (lambda: sliding_window_attention(*qkv((), 5), 2, block_size=0), "block_size must be >= 1, got 0"),
-    (lambda: sliding_window_attention(torch.randn(4, 8), torch.randn(5, 8), torch.randn(5, 2), 2),
+    (lambda _: layers_to_reach(sliding_window_mask(4, 2), 7), r"source must lie in \[0, L=4\), got 7"),
+    (lambda qkv: sliding_window_attention(*qkv((), 5), 0), "window must be >= 1, got 0"),
+    (lambda qkv: sliding_window_attention(*qkv((), 5), 2, block_size=0), "block_size must be >= 1, got 0"),
+    (lambda _: sliding_window_attention(torch.randn(4, 8), torch.randn(5, 8), torch.randn(5, 2), 2),
      r"as many keys as queries, got query \(4, 8\) and key \(5, 8\)"),
-    (lambda: sliding_window_attention(*qkv((), 5), 2, attn_mask=torch.ones(4, 5, dtype=torch.bool)),
+    (lambda qkv: sliding_window_attention(*qkv((), 5), 2, attn_mask=torch.ones(4, 5, dtype=torch.bool)),
      r"attn_mask of shape \(4, 5\) does not broadcast to the scores \(..., L, S\) \(5, 5\)"),
-    (lambda: sliding_window_attention(*qkv((), 5), 2, attn_mask=torch.ones(5, 5, dtype=torch.long)),
+    (lambda qkv: sliding_window_attention(*qkv((), 5), 2, attn_mask=torch.ones(5, 5, dtype=torch.long)),
      "attn_mask must be bool"),
-    (lambda: sliding_window_attention(*qkv((), 5), 2, scale=-1.0), "scale must be a positive finite number"),
+    (lambda qkv: sliding_window_attention(*qkv((), 5), 2, scale=-1.0),
+     "scale must be a positive finite number"),
 ])
-def test_bad_parameters_raise_clear_errors(call, message):
+def test_bad_parameters_raise_clear_errors(call, message, qkv):
     with pytest.raises((ValueError, TypeError), match=message):
-        call()
+        call(qkv)
 
 
 # --- Reformer's LSH attention -------------------------------------------------------------

@@ -25,6 +25,7 @@ from torch.testing import assert_close
 
 import attention_core as ac
 from attention_core.nn.multihead import MultiHeadAttention
+from conftest import make_qkv
 
 
 def opt_into_the_interpreter() -> None:
@@ -58,13 +59,6 @@ TOLERANCE = {torch.float32: (2e-5, 1e-4),
 GRADIENT_TOLERANCE = {torch.float32: 1e-5, torch.float16: 4e-3, torch.bfloat16: 3e-2}  # of max |grad|
 
 
-def qkv(B, H, Hkv, L, S, E, Ev, dtype, seed=0, requires_grad=False):
-    g = torch.Generator().manual_seed(seed)
-    shapes = ((B, H, L, E), (B, Hkv, S, E), (B, Hkv, S, Ev))
-    return tuple(torch.randn(*shape, generator=g).to(DEVICE, dtype).requires_grad_(requires_grad)
-                 for shape in shapes)
-
-
 def expand_kv(x, H):
     """``(B, Hkv, S, E)`` -> ``(B, H, S, E)``: query head h reads kv head h // G."""
     return x.repeat_interleave(H // x.size(1), dim=1)
@@ -86,7 +80,7 @@ def close(dtype, what, got, expected):
 def check_forward(B, H, Hkv, L, S, E, Ev, dtype, is_causal, block_m, block_n, seed=0) -> dict:
     """Assert the kernel's output and log-sum-exp equal PyTorch's; return the largest
     errors, ``{"output": ..., "lse": ...}``."""
-    q, k, v = qkv(B, H, Hkv, L, S, E, Ev, dtype, seed)
+    q, k, v = make_qkv((B, H), L, S, E, Ev, kv_batch=(B, Hkv), dtype=dtype, device=DEVICE, seed=seed)
     out, lse = tf.triton_attention_lse(q, k, v, is_causal=is_causal, block_m=block_m, block_n=block_n)
     assert out.shape == (B, H, L, Ev) and out.dtype == dtype and lse.shape == (B, H, L)
     qf, kf, vf = q.float(), expand_kv(k.float(), H), expand_kv(v.float(), H)
@@ -140,22 +134,22 @@ def test_every_dtype_equals_sdpa_in_float32(dtype):
     check_forward(1, 4, 2, 50, 70, 64, 64, dtype, True, 32, 32, seed=3)
 
 
-def test_a_query_with_no_key_gets_zero_and_minus_infinity():
-    q, k, v = qkv(1, 1, 1, 6, 3, 16, 16, torch.float32)
+def test_a_query_with_no_key_gets_zero_and_minus_infinity(qkv):
+    q, k, v = qkv((1, 1), 6, 3, 16, dtype=torch.float32, device=DEVICE, seed=0)
     out, lse = tf.triton_attention_lse(q, k, v, is_causal=True)
     assert (out[..., :3, :] == 0).all() and (lse[..., :3] == -math.inf).all()
     assert lse[..., 3:].isfinite().all()
 
 
-def test_scale_and_two_dim_inputs():
-    q, k, v = (x[0, 0] for x in qkv(1, 1, 1, 20, 30, 16, 24, torch.float32))  # (L, E): one head
+def test_scale_and_two_dim_inputs(qkv):
+    q, k, v = qkv((), 20, 30, 16, 24, dtype=torch.float32, device=DEVICE, seed=0)  # (L, E): one head
     out, _ = ac.ATTENTION_FUNCTIONS["triton"](q, k, v, scale=0.3)
     assert_close(out, F.scaled_dot_product_attention(q, k, v, scale=0.3), atol=1e-5, rtol=1e-5)
 
 
-def test_non_contiguous_inputs():
-    q, k, v = (x.transpose(1, 2).contiguous().transpose(1, 2) for x in qkv(2, 2, 2, 24, 24, 32, 32,
-                                                                           torch.float32))
+def test_non_contiguous_inputs(qkv):
+    q, k, v = (x.transpose(1, 2).contiguous().transpose(1, 2)
+               for x in qkv((2, 2), 24, E=32, dtype=torch.float32, device=DEVICE, seed=0))
     assert not q.is_contiguous()
     out, _ = tf.triton_attention(q, k, v, block_m=16, block_n=16)
     assert_close(out, F.scaled_dot_product_attention(q, k, v), atol=1e-5, rtol=1e-5)
@@ -174,7 +168,8 @@ def check_gradients(dtype, is_causal, L, S) -> dict:
     the gradient's size: the kernel, as FlashAttention-2, reads the output rounded to
     ``dtype`` (in rowsum(dO * O)), where the reference keeps it in float32."""
     H = 4
-    q, k, v = qkv(1, H, 2, L, S, 32, 48, dtype, seed=5, requires_grad=True)
+    q, k, v = make_qkv((1, H), L, S, 32, 48, kv_batch=(1, 2), dtype=dtype, device=DEVICE, seed=5,
+                       requires_grad=True)
     g = torch.Generator().manual_seed(6)
     weight = torch.randn(1, H, L, 48, generator=g).to(DEVICE, dtype).float()  # dLoss/dout
     out, _ = tf.triton_attention_lse(q, k, v, is_causal=is_causal, block_m=16, block_n=32)
@@ -210,16 +205,16 @@ def test_a_layer_trains_with_it():
         assert_close(p2.grad, p.grad, atol=1e-5, rtol=1e-4, msg=name)
 
 
-def test_the_log_sum_exp_is_not_differentiable():
-    q, k, v = qkv(1, 1, 1, 8, 8, 16, 16, torch.float32, requires_grad=True)
+def test_the_log_sum_exp_is_not_differentiable(qkv):
+    q, k, v = qkv((1, 1), 8, E=16, dtype=torch.float32, device=DEVICE, seed=0, requires_grad=True)
     _, lse = tf.triton_attention_lse(q, k, v)
     assert not lse.requires_grad
 
 
-def test_a_custom_update_is_used():
+def test_a_custom_update_is_used(qkv):
     """``update`` swaps the tile step (chapter 11's exercise): the default passed explicitly
     gives the same output; a step that forgets to rescale gives a different one."""
-    q, k, v = qkv(1, 1, 1, 16, 64, 16, 16, torch.float32)
+    q, k, v = qkv((1, 1), 16, 64, 16, dtype=torch.float32, device=DEVICE, seed=0)
     out, _ = tf.triton_attention_lse(q, k, v, block_m=16, block_n=16)
     same, _ = tf.triton_attention_lse(q, k, v, block_m=16, block_n=16, update=tf.tile_update)
     assert torch.equal(out, same)
@@ -265,15 +260,15 @@ def test_the_mode_is_read_from_the_environment_never_set(monkeypatch):
     assert "TRITON_INTERPRET" not in os.environ
 
 
-def test_where_triton_cannot_run_the_kernel_says_what_to_set(monkeypatch):
+def test_where_triton_cannot_run_the_kernel_says_what_to_set(monkeypatch, qkv):
     monkeypatch.setattr(tf, "MODE", None)
-    q, k, v = qkv(1, 1, 1, 4, 4, 16, 16, torch.float32)
+    q, k, v = qkv((1, 1), 4, E=16, dtype=torch.float32, device=DEVICE, seed=0)
     with pytest.raises(RuntimeError, match=r"TRITON_INTERPRET'\] = '1' before anything imports triton"):
         ac.ATTENTION_FUNCTIONS["triton"](q, k, v)
 
 
-def test_registered_under_the_kernel_contract():
-    q, k, v = qkv(1, 2, 1, 10, 12, 16, 16, torch.float32)
+def test_registered_under_the_kernel_contract(qkv):
+    q, k, v = qkv((1, 2), 10, 12, 16, kv_batch=(1, 1), dtype=torch.float32, device=DEVICE, seed=0)
     output, weights = ac.ATTENTION_FUNCTIONS["triton"](q, k, v, is_causal=True)
     assert weights is None
     assert_close(output, tf.triton_attention(q, k, v, is_causal=True)[0])
@@ -286,14 +281,14 @@ def test_registered_under_the_kernel_contract():
     ({"block_m": 24}, ValueError, "block_m"),
     ({"block_n": 8}, ValueError, "block_n"),
 ])
-def test_bad_options_are_named(kwargs, error, names):
-    q, k, v = qkv(1, 1, 1, 4, 4, 16, 16, torch.float32)
+def test_bad_options_are_named(kwargs, error, names, qkv):
+    q, k, v = qkv((1, 1), 4, E=16, dtype=torch.float32, device=DEVICE, seed=0)
     with pytest.raises(error, match=names):
         tf.triton_attention(q, k, v, **kwargs)
 
 
-def test_bad_inputs_are_named():
-    q, k, v = qkv(1, 4, 4, 4, 4, 16, 16, torch.float32)
+def test_bad_inputs_are_named(qkv):
+    q, k, v = qkv((1, 4), 4, E=16, dtype=torch.float32, device=DEVICE, seed=0)
     with pytest.raises(TypeError, match="query"):
         tf.triton_attention(q.double(), k.double(), v.double())
     with pytest.raises(ValueError, match="key"):
@@ -329,10 +324,11 @@ needs_gpu = pytest.mark.skipif(
 @needs_gpu
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("is_causal", [False, True])
-def test_compiled_kernel_equals_pytorch_flash_attention(dtype, is_causal):
+def test_compiled_kernel_equals_pytorch_flash_attention(dtype, is_causal, qkv):
     """At a real size, with the default tiles: forward and gradients against PyTorch's fused
     attention on the same inputs (its float16/bfloat16 kernel)."""
-    q, k, v = qkv(2, 8, 2, 1000, 1000, 128, 128, dtype, seed=11, requires_grad=True)
+    q, k, v = qkv((2, 8), 1000, E=128, kv_batch=(2, 2), dtype=dtype, device=DEVICE, seed=11,
+                   requires_grad=True)
     out, _ = tf.triton_attention(q, k, v, is_causal=is_causal)
     weight = torch.randn_like(out)
     (out * weight).sum().backward()
