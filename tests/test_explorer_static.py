@@ -26,22 +26,20 @@ import explorer_frames  # noqa: E402
 
 COLUMN_PX = {"wide": COLUMN_CSS_PX["desktop"], "narrow": COLUMN_CSS_PX["phone"]}  # the content columns
 FLOOR_PX = 9
-SITE = ROOT / "_build" / "html"
 CHAPTERS = sorted(p.stem for p in (ROOT / "chapters").glob("*.ipynb"))
 
 
-def built_explorers(chapter: str) -> list[dict]:
+def built_explorers(site, chapter: str) -> list[dict]:
     """The frame data of every explorer on a chapter's built page (``make book`` renders
     every frame of both layouts once; the tests read what the website ships)."""
-    page = SITE / "chapters" / f"{chapter}.html"
-    assert page.exists(), f"{page} is missing: run `make book` first"
+    page = site / "chapters" / f"{chapter}.html"
     found = re.findall(r'class="ac-frames">(.*?)</script>', page.read_text(encoding="utf-8"), re.S)
     return [json.loads(f.replace("<\\/", "</")) for f in found]
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS)
-def test_text_is_legible_at_the_size_shown(chapter):
-    for data in built_explorers(chapter):
+def test_text_is_legible_at_the_size_shown(site, chapter):
+    for data in built_explorers(site, chapter):
         layouts = data["layouts"]
         for layout, frames in layouts.items():
             shown = frames["min_text_px"] * min(1.0, COLUMN_PX[layout] / frames["width"])
@@ -54,11 +52,11 @@ def test_text_is_legible_at_the_size_shown(chapter):
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS)
-def test_no_control_repeats_a_picture_under_a_new_readout(chapter):
+def test_no_control_repeats_a_picture_under_a_new_readout(site, chapter):
     """For each control, some step to a neighbouring value changes the frame: a
     control whose neighbours always show the same picture (chapter 11's key blocks
     beyond the last block, once) fails."""
-    for data in built_explorers(chapter):
+    for data in built_explorers(site, chapter):
         index = data["layouts"]["wide"]["index"]
         for n, control in enumerate(data["names"]):
             pairs = []
@@ -74,14 +72,14 @@ def test_no_control_repeats_a_picture_under_a_new_readout(chapter):
                                               f"{same} of {len(pairs)} steps")
 
 
-def test_tiling_reads_exactly_the_key_blocks_there_are():
+def test_tiling_reads_exactly_the_key_blocks_there_are(site):
     explorer = explorers.tiling_explorer()
     counts = {}
     for _indices, values in explorer.combinations():
         counts.setdefault((values["seq_len"], values["block"]), []).append(values["key_blocks_done"])
     for (seq_len, block), done in counts.items():
         assert done == list(range(1, seq_len // block + 1))
-    (data,) = built_explorers("11_flash_attention")
+    (data,) = built_explorers(site, "11_flash_attention")
     assert len(data["layouts"]["wide"]["index"]) == sum(len(d) for d in counts.values())
 
 
