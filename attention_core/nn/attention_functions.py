@@ -47,7 +47,7 @@ from .sparse import lsh_attention, sliding_window_attention
 __all__ = ["ATTENTION_FUNCTIONS", "AttentionFunction", "AttentionKernel"]
 
 AttentionFunction = Callable[..., tuple]
-"""The type of a kernel: an entry of :data:`ATTENTION_FUNCTIONS` (an :class:`AttentionKernel`)
+"""Any kernel, as a type: an entry of :data:`ATTENTION_FUNCTIONS` (an :class:`AttentionKernel`)
 or a ``functools.partial`` of one with options fixed."""
 
 

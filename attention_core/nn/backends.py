@@ -1,7 +1,7 @@
 """Chapter 11: which way this machine can run a Triton kernel, decided in one place.
 
 :func:`triton_mode` reads the environment and the hardware and changes nothing, like
-HuggingFace's ``is_flash_attn_2_available()``: importing :mod:`attention_core` never sets
+HuggingFace's ``is_flash_attn_2_available()``: importing ``attention_core`` never sets
 ``TRITON_INTERPRET``, which would switch every other Triton user in the process to the
 interpreter. Whoever wants the interpreter opts in *before anything imports triton*
 (chapter 11's setup cell and ``tests/test_triton.py`` do, where no GPU compiles)::
