@@ -22,6 +22,7 @@ from ...models.measure import one_thread
 from ...models.scaling import random_scores, softmax_saturation
 from ...models.seq2seq import TARGET_VOCAB, encode_batch, translate
 from ...models.serving import variants
+from ...models.smollm import encode
 from ...models.stack_statistics import stack_statistics
 from ...models.toy_tasks import head_roles, reverse_and_shift_batch, word_embeddings
 from ...nn.flash import online_softmax
@@ -460,3 +461,39 @@ def pretrained_explorer(model, tokenizer, sentences: Sequence[str]) -> Explorer:
         figsize=(7.2, 3.7), narrow_figsize=(3.5, 7.0),  # with its controls, within a 844 px tall phone
         alt="For one layer of a pretrained BERT encoder: the mean weight each token receives "
             "in each of the 12 heads, and the layer's attention weights averaged over heads.")
+
+
+def smollm_explorer(model, tokenizer, prompts: Sequence[str]) -> Explorer:
+    """Chapter 14: a prompt and a layer of SmolLM2
+    (:func:`attention_core.models.smollm.load_smollm2`) over all the layer's heads (the mean
+    weight each key receives, one row per head, as in chapter 13's explorer) and the map of
+    the head of that layer that gives the first token least: the head least taken by the
+    sink, where previous-token and induction patterns show. The model runs once per prompt,
+    here; a frame only picks a layer. In a notebook, pass your own prompts."""
+    runs = {}
+    for prompt in prompts:
+        input_ids = encode(tokenizer, prompt)  # (1, T)
+        with torch.no_grad():
+            _, attentions = model(input_ids)  # num_layers x (1, H, T, T)
+        tokens = [tokenizer.decode([i]).replace("\n", "\\n") or "?" for i in input_ids[0].tolist()]
+        runs[prompt] = (torch.stack(attentions)[:, 0], tokens)  # (num_layers, H, T, T)
+    num_layers, num_heads = next(iter(runs.values()))[0].shape[:2]
+
+    def compute(prompt, layer):
+        weights, tokens = runs[prompt]
+        w = weights[layer - 1]  # (H, T, T)
+        first = w[:, 1:, 0].mean(1)  # (H,): mean weight on the first token, queries 2..T
+        head = int(first.argmin())
+        return {"received": w.mean(1), "weights": w[head], "tokens": tokens,
+                "title": f"layer {layer}, head {head + 1}: least on the first token\n"
+                         f"({first[head]:.0%} there; heads' mean {first.mean():.0%})"}
+
+    longest = max(prompts, key=lambda p: max(len(t) for t in runs[p][1]))
+    return Explorer(
+        partial(panels.pretrained_layer_panel, num_heads=num_heads,
+                max_tokens=max(len(r[1]) for r in runs.values())), compute,
+        {"prompt": list(prompts), "layer": list(range(1, num_layers + 1))},
+        layout_at={"prompt": longest},
+        figsize=(7.2, 3.7), narrow_figsize=(3.5, 7.0),
+        alt="For one layer of SmolLM2: the mean weight each token receives in each of the 9 "
+            "heads, and the attention map of the layer's head that gives the first token least.")
