@@ -708,6 +708,8 @@ def check_induction_scores(student: Callable) -> Feedback:
         "the token that followed it, key i - period + 1": lambda a, p: on_key(a, p, 0),
         "you also averaged queries of the first copy, which have nothing to copy yet: start at "
         "query i = period": lambda a, p: on_key(a, p, 1, start=p - 1),
+        "you read key i - 1, the previous token: that is the previous-token score; the induction "
+        "target is key i - period + 1": lambda a, p: on_key(a, p, p - 1),
     }
     return _check(student, llm_probes.induction_scores, cases, mistakes, "induction_scores")
 
@@ -729,5 +731,8 @@ def check_interleaved_to_half_split(student: Callable) -> Feedback:
             permute,
         "you permuted the rows of the whole matrix as one head: reshape to (num_heads, E/2, 2, D) "
         "so that each head is permuted on its own": lambda w, H: llm_probes.interleaved_to_half_split(w, 1),
+        "you put each head's odd rows first; the even rows (2i) come first, at row i, the odd "
+        "ones (2i + 1) at row i + E/2":
+            lambda w, H: w.reshape(H, -1, 2, w.size(1)).flip(2).transpose(1, 2).reshape(w.shape),
     }
     return _check(student, llm_probes.interleaved_to_half_split, cases, mistakes, "interleaved_to_half_split")
