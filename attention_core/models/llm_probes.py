@@ -80,8 +80,8 @@ BOOK_PROSE = (
     "sequences: full attention, a window of eight, and the same window plus one sink. The window is twice "
     "the four tokens the task needs, so the window alone loses no information.",
 )
-"""Four passages of this book's prose (chapters 1, 3, 7, 9, 12 and 5, lightly edited to
-read without the page's markup): text written after SmolLM2 was trained."""
+"""Four passages of this book's prose (from chapters 1, 3, 5, 7, 9, 10 and 12, lightly edited
+to read without the page's markup): text written after SmolLM2 was trained."""
 
 
 def _stack(attentions) -> torch.Tensor:
