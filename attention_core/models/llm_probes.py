@@ -84,17 +84,23 @@ BOOK_PROSE = (
 to read without the page's markup): text written after SmolLM2 was trained."""
 
 
-def _stack(attentions) -> torch.Tensor:
-    """A list of N tensors ``(B, H, T, T)`` or one ``(N, B, H, T, T)`` -> ``(N, B, H, T, T)``."""
-    if isinstance(attentions, (list, tuple)):
-        if not attentions:
-            raise ValueError("attentions must hold at least one layer, got an empty list")
-        attentions = torch.stack(list(attentions))
-    check_tensor("attentions", attentions)
-    if attentions.dim() != 5 or attentions.size(-1) != attentions.size(-2):
-        raise ValueError(f"attentions must be (N, B, H, T, T) or N tensors (B, H, T, T), "
-                         f"got shape {tuple(attentions.shape)}")
-    return attentions
+def _layers(attentions) -> list[torch.Tensor]:
+    """A list of N tensors ``(B, H, T, T)`` or one ``(N, B, H, T, T)`` -> the N layers, checked
+    (not stacked: a model's weights for a long text are large, and a copy would double them)."""
+    if isinstance(attentions, torch.Tensor):
+        check_tensor("attentions", attentions)
+        if attentions.dim() != 5:
+            raise ValueError(f"attentions must be (N, B, H, T, T) or N tensors (B, H, T, T), "
+                             f"got shape {tuple(attentions.shape)}")
+        attentions = list(attentions)
+    if not isinstance(attentions, (list, tuple)) or not attentions:
+        raise ValueError("attentions must hold at least one layer, got none")
+    for a in attentions:
+        check_tensor("attentions", a)
+        if a.dim() != 4 or a.size(-1) != a.size(-2) or a.shape != attentions[0].shape:
+            raise ValueError(f"attentions must be (N, B, H, T, T) or N tensors (B, H, T, T) of one "
+                             f"shape, got a layer of shape {tuple(a.shape)}")
+    return list(attentions)
 
 
 def _check_start(start: int, T: int, minimum: int = 0) -> None:
@@ -117,14 +123,13 @@ def repeated_random_tokens(batch_size: int, length: int, vocab_size: int, genera
     return torch.cat((first, first), dim=1)  # (B, 2 * length)
 
 
-def _mean_on_key(attentions, start: int, key_of) -> torch.Tensor:
+def _mean_on_key(layers: list[torch.Tensor], start: int, key_of) -> torch.Tensor:
     """``(N, H)``: the weight each head gives query ``i`` on key ``key_of(i)``, averaged over
     queries ``i >= start`` and the batch."""
-    a = _stack(attentions)  # (N, B, H, T, T)
-    T = a.size(-1)
-    queries = torch.arange(start, T, device=a.device)  # (Q,)
+    T = layers[0].size(-1)
+    queries = torch.arange(start, T, device=layers[0].device)  # (Q,)
     keys = key_of(queries)  # (Q,)
-    return a[..., queries, keys].mean((1, 3))  # (N, B, H, Q) -> (N, H)
+    return torch.stack([a[..., queries, keys].mean((0, 2)) for a in layers])  # N x (B, H, Q) -> (N, H)
 
 
 def induction_scores(attentions, period: int) -> torch.Tensor:
@@ -132,16 +137,16 @@ def induction_scores(attentions, period: int) -> torch.Tensor:
     the mean weight a query in the repeat puts on the token that *followed* the earlier
     copy of its own token: key ``i - period + 1`` for query ``i >= period``. An induction
     head scores near 1 (Olsson et al., 2022, whose "prefix matching" score this is)."""
-    a = _stack(attentions)
+    a = _layers(attentions)
     check_positive_int("period", period, minimum=2)
-    _check_start(period, a.size(-1))
+    _check_start(period, a[0].size(-1))
     return _mean_on_key(a, period, lambda i: i - period + 1)
 
 
 def previous_token_scores(attentions, start: int = 1) -> torch.Tensor:
     """``(N, H)``: the mean weight a query ``i >= start`` puts on key ``i - 1``."""
-    a = _stack(attentions)
-    _check_start(start, a.size(-1), minimum=1)
+    a = _layers(attentions)
+    _check_start(start, a[0].size(-1), minimum=1)
     return _mean_on_key(a, start, lambda i: i - 1)
 
 
@@ -149,8 +154,8 @@ def first_token_shares(attentions, start: int = 1) -> torch.Tensor:
     """``(N, H)``: the mean weight a query ``i >= start`` puts on the first token, key 0.
     Query 0 is left out by default: it can only attend to itself, a share of 1 that says
     nothing about the head."""
-    a = _stack(attentions)
-    _check_start(start, a.size(-1))
+    a = _layers(attentions)
+    _check_start(start, a[0].size(-1))
     return _mean_on_key(a, start, torch.zeros_like)
 
 
@@ -181,8 +186,11 @@ def token_losses(logits: torch.Tensor, input_ids: torch.Tensor) -> torch.Tensor:
     if logits.dim() != 3 or input_ids.shape != logits.shape[:2] or logits.size(1) < 2:
         raise ValueError(f"logits must be (B, T, V) and input_ids (B, T) with T >= 2, got "
                          f"{tuple(logits.shape)} and {tuple(input_ids.shape)}")
-    log_probs = logits[:, :-1].float().log_softmax(-1)  # (B, T - 1, V)
-    return -log_probs.gather(-1, input_ids[:, 1:, None]).squeeze(-1)  # (B, T - 1)
+    losses = []
+    for row, ids in zip(logits, input_ids):  # one sequence at a time: a (T, V) copy, not (B, T, V)
+        log_probs = row[:-1].float().log_softmax(-1)  # (T - 1, V)
+        losses.append(-log_probs.gather(-1, ids[1:, None]).squeeze(-1))  # (T - 1,)
+    return torch.stack(losses)  # (B, T - 1)
 
 
 def head_mask_without(heads, num_layers: int, num_heads: int) -> torch.Tensor:
