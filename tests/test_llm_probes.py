@@ -46,7 +46,8 @@ def test_scores_of_a_hand_built_attention():
     torch.testing.assert_close(lp.previous_token_scores(a), torch.tensor([[(1/2 + 1/3 + 0 + 0 + 0) / 5, 1.0]],
                                                                           dtype=a.dtype))
     # first token: head 0 gives 1/2, 1/3 at queries 1, 2 and 0 later; head 1 gives 1 at query 1
-    torch.testing.assert_close(lp.first_token_shares(a), torch.tensor([[(1/2 + 1/3) / 5, 1 / 5]], dtype=a.dtype))
+    expected = torch.tensor([[(1 / 2 + 1 / 3) / 5, 1 / 5]], dtype=a.dtype)
+    torch.testing.assert_close(lp.first_token_shares(a), expected)
     # a list of layers is the same as the stacked tensor
     torch.testing.assert_close(lp.induction_scores([a[0], a[0]], 3), lp.induction_scores(a, 3).expand(2, 2))
 

@@ -680,7 +680,7 @@ def check_triton_tile_update(student) -> Feedback:
 # --- a real language model (chapter 14) ----------------------------------------------
 
 def _causal_weights(N: int, B: int, H: int, T: int, seed: int) -> torch.Tensor:
-    """``(N, B, H, T, T)`` random causal attention weights: each row sums to one over keys
+    """``(num_layers, B, H, T, T)`` random causal attention weights: each row sums to one over keys
     ``j <= i``."""
     scores = _rand(N, B, H, T, T, seed=seed) * 2
     causal = torch.ones(T, T, dtype=torch.bool).tril()
@@ -689,7 +689,7 @@ def _causal_weights(N: int, B: int, H: int, T: int, seed: int) -> torch.Tensor:
 
 def check_induction_scores(student: Callable) -> Feedback:
     """``student(attentions, period)`` must return the induction score of every head,
-    ``(N, H)``: for ``attentions (N, B, H, T, T)`` of a text that repeats with ``period``,
+    ``(num_layers, H)``: for ``attentions (num_layers, B, H, T, T)`` of a text that repeats with ``period``,
     the mean over the batch and over queries ``i >= period`` of the weight on key
     ``i - period + 1``, the token after the earlier copy
     (:func:`attention_core.models.llm_probes.induction_scores`)."""

@@ -776,8 +776,8 @@ def ch14():
                 f"key/value heads of width {c.head_dim}. How many MiB does the KV cache of one "
                 f"{tokens}-token sequence take in bfloat16 (2 bytes a number)?",
                 answer=kv, tolerance=0.01 * kv, unit="MiB",
-                why=f"2 (keys and values) × {c.num_layers} × {c.num_kv_heads} × {c.head_dim} × {tokens} × 2 bytes "
-                    f"= {_g(kv, 4)} MiB (`kv_cache_bytes`).",
+                why=f"2 (keys and values) × {c.num_layers} × {c.num_kv_heads} × {c.head_dim} × {tokens} "
+                    f"× 2 bytes = {_g(kv, 4)} MiB (`kv_cache_bytes`).",
                 hint="Numbers per token and layer: 2 × key/value heads × head width.",
                 mistakes=((kv / 2, "Keys and values are both cached: a factor 2."),
                           (kv_mha, f"That counts all {c.num_heads} query heads; with GQA only the "

@@ -17,9 +17,10 @@ what removing heads costs, and StreamingLLM's perplexity test.
   through :class:`~attention_core.nn.kv_cache.RollingKVCache`.
 * :data:`BOOK_PROSE`: paragraphs of this book, text the model cannot have seen.
 
-Shape legend: N layers, B batch, H heads, T tokens (queries = keys), V vocabulary.
-``attentions`` are a model's weights, a list of N tensors ``(B, H, T, T)`` or one tensor
-``(N, B, H, T, T)``.
+Shape legend: B batch, H heads, T tokens (queries = keys); ``num_layers`` layers and
+``vocab_size`` tokens in the vocabulary, written by their names. ``attentions`` are a
+model's weights, a list of ``num_layers`` tensors ``(B, H, T, T)`` or one tensor
+``(num_layers, B, H, T, T)``.
 """
 
 from __future__ import annotations
@@ -85,21 +86,22 @@ to read without the page's markup): text written after SmolLM2 was trained."""
 
 
 def _layers(attentions) -> list[torch.Tensor]:
-    """A list of N tensors ``(B, H, T, T)`` or one ``(N, B, H, T, T)`` -> the N layers, checked
-    (not stacked: a model's weights for a long text are large, and a copy would double them)."""
+    """A list of ``num_layers`` tensors ``(B, H, T, T)`` or one ``(num_layers, B, H, T, T)``
+    -> the layers, checked (not stacked: a model's weights for a long text are large, and a
+    copy would double them)."""
     if isinstance(attentions, torch.Tensor):
         check_tensor("attentions", attentions)
         if attentions.dim() != 5:
-            raise ValueError(f"attentions must be (N, B, H, T, T) or N tensors (B, H, T, T), "
-                             f"got shape {tuple(attentions.shape)}")
+            raise ValueError(f"attentions must be (num_layers, B, H, T, T) or num_layers tensors "
+                             f"(B, H, T, T), got shape {tuple(attentions.shape)}")
         attentions = list(attentions)
     if not isinstance(attentions, (list, tuple)) or not attentions:
         raise ValueError("attentions must hold at least one layer, got none")
     for a in attentions:
         check_tensor("attentions", a)
         if a.dim() != 4 or a.size(-1) != a.size(-2) or a.shape != attentions[0].shape:
-            raise ValueError(f"attentions must be (N, B, H, T, T) or N tensors (B, H, T, T) of one "
-                             f"shape, got a layer of shape {tuple(a.shape)}")
+            raise ValueError(f"attentions must be (num_layers, B, H, T, T) or num_layers tensors "
+                             f"(B, H, T, T) of one shape, got a layer of shape {tuple(a.shape)}")
     return list(attentions)
 
 
@@ -124,16 +126,17 @@ def repeated_random_tokens(batch_size: int, length: int, vocab_size: int, genera
 
 
 def _mean_on_key(layers: list[torch.Tensor], start: int, key_of) -> torch.Tensor:
-    """``(N, H)``: the weight each head gives query ``i`` on key ``key_of(i)``, averaged over
+    """``(num_layers, H)``: the weight each head gives query ``i`` on key ``key_of(i)``, averaged over
     queries ``i >= start`` and the batch."""
     T = layers[0].size(-1)
-    queries = torch.arange(start, T, device=layers[0].device)  # (Q,)
-    keys = key_of(queries)  # (Q,)
-    return torch.stack([a[..., queries, keys].mean((0, 2)) for a in layers])  # N x (B, H, Q) -> (N, H)
+    queries = torch.arange(start, T, device=layers[0].device)  # (T - start,)
+    keys = key_of(queries)  # (T - start,)
+    # each layer: (B, H, T, T) -> (B, H, T - start) -> (H,); stacked: (num_layers, H)
+    return torch.stack([a[..., queries, keys].mean((0, 2)) for a in layers])
 
 
 def induction_scores(attentions, period: int) -> torch.Tensor:
-    """``(N, H)``: on text that repeats with ``period`` (:func:`repeated_random_tokens`),
+    """``(num_layers, H)``: on text that repeats with ``period`` (:func:`repeated_random_tokens`),
     the mean weight a query in the repeat puts on the token that *followed* the earlier
     copy of its own token: key ``i - period + 1`` for query ``i >= period``. An induction
     head scores near 1 (Olsson et al., 2022, whose "prefix matching" score this is)."""
@@ -144,14 +147,14 @@ def induction_scores(attentions, period: int) -> torch.Tensor:
 
 
 def previous_token_scores(attentions, start: int = 1) -> torch.Tensor:
-    """``(N, H)``: the mean weight a query ``i >= start`` puts on key ``i - 1``."""
+    """``(num_layers, H)``: the mean weight a query ``i >= start`` puts on key ``i - 1``."""
     a = _layers(attentions)
     _check_start(start, a[0].size(-1), minimum=1)
     return _mean_on_key(a, start, lambda i: i - 1)
 
 
 def first_token_shares(attentions, start: int = 1) -> torch.Tensor:
-    """``(N, H)``: the mean weight a query ``i >= start`` puts on the first token, key 0.
+    """``(num_layers, H)``: the mean weight a query ``i >= start`` puts on the first token, key 0.
     Query 0 is left out by default: it can only attend to itself, a share of 1 that says
     nothing about the head."""
     a = _layers(attentions)
@@ -171,7 +174,7 @@ def uniform_scores(T: int, start: int) -> float:
 
 def sink_rate(shares: torch.Tensor, threshold: float = 0.3) -> float:
     """The share of heads whose :func:`first_token_shares` exceeds ``threshold``: Gu et
-    al.'s (2025) sink metric, with their ``threshold`` of 0.3. ``shares (N, H)``."""
+    al.'s (2025) sink metric, with their ``threshold`` of 0.3. ``shares (num_layers, H)``."""
     check_tensor("shares", shares)
     if not 0 < threshold < 1:
         raise ValueError(f"threshold must be in (0, 1), got {threshold}")
@@ -179,22 +182,22 @@ def sink_rate(shares: torch.Tensor, threshold: float = 0.3) -> float:
 
 
 def token_losses(logits: torch.Tensor, input_ids: torch.Tensor) -> torch.Tensor:
-    """``logits (B, T, V)``, ``input_ids (B, T)`` -> ``(B, T - 1)``: the loss (negative
+    """``logits (B, T, vocab_size)``, ``input_ids (B, T)`` -> ``(B, T - 1)``: the loss (negative
     log-probability, nats) of each next token, entry ``i`` for predicting token ``i + 1``
     from the tokens up to ``i``."""
     check_tensor("logits", logits, min_dim=3)
     if logits.dim() != 3 or input_ids.shape != logits.shape[:2] or logits.size(1) < 2:
-        raise ValueError(f"logits must be (B, T, V) and input_ids (B, T) with T >= 2, got "
+        raise ValueError(f"logits must be (B, T, vocab_size) and input_ids (B, T) with T >= 2, got "
                          f"{tuple(logits.shape)} and {tuple(input_ids.shape)}")
     losses = []
-    for row, ids in zip(logits, input_ids):  # one sequence at a time: a (T, V) copy, not (B, T, V)
-        log_probs = row[:-1].float().log_softmax(-1)  # (T - 1, V)
+    for row, ids in zip(logits, input_ids):  # one at a time: a (T, vocab_size) copy, not (B, ...)
+        log_probs = row[:-1].float().log_softmax(-1)  # (T - 1, vocab_size)
         losses.append(-log_probs.gather(-1, ids[1:, None]).squeeze(-1))  # (T - 1,)
     return torch.stack(losses)  # (B, T - 1)
 
 
 def head_mask_without(heads, num_layers: int, num_heads: int) -> torch.Tensor:
-    """``(N, H)`` ones, with 0 at each ``(layer, head)`` of ``heads`` (counted from 0): the
+    """``(num_layers, H)`` ones, with 0 at each ``(layer, head)`` of ``heads`` (counted from 0): the
     ``head_mask`` that removes those heads."""
     mask = torch.ones(num_layers, num_heads)
     for layer, head in heads:
@@ -212,12 +215,12 @@ def ablated_losses(model, input_ids: torch.Tensor, heads=()) -> torch.Tensor:
     the heads."""
     c = model.config
     mask = head_mask_without(heads, c.num_layers, c.num_heads)
-    logits, _ = model(input_ids, head_mask=mask, output_attentions=False)  # (B, T, V)
+    logits, _ = model(input_ids, head_mask=mask, output_attentions=False)  # (B, T, vocab_size)
     return token_losses(logits, input_ids)
 
 
 def top_heads(scores: torch.Tensor, k: int) -> list[tuple[int, int]]:
-    """The ``k`` heads with the highest ``scores (N, H)``, best first, as ``(layer, head)``
+    """The ``k`` heads with the highest ``scores (num_layers, H)``, best first, as ``(layer, head)``
     counted from 0."""
     check_tensor("scores", scores, min_dim=2)
     check_positive_int("k", k)
@@ -255,7 +258,7 @@ def streaming_losses(model, input_ids: torch.Tensor, window: int | None = None,
         caches = None
     else:
         caches = model.new_cache(input_ids.size(0), window=window, num_sinks=num_sinks)
-    logits, _ = model(input_ids, kv_caches=caches, output_attentions=False)  # (B, T, V)
+    logits, _ = model(input_ids, kv_caches=caches, output_attentions=False)  # (B, T, vocab_size)
     return token_losses(logits, input_ids)
 
 
