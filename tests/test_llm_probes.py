@@ -7,6 +7,7 @@ import math
 import pytest
 import torch
 
+from attention_core.book.explorers.chapters import smollm_explorer
 from attention_core.models import llm_probes as lp
 from attention_core.models.measure import one_thread
 from attention_core.models.smollm import SmolLM, SmolLMConfig, next_token
@@ -189,3 +190,28 @@ def test_next_token_is_what_the_losses_score(tiny):
     forced = torch.cat((ids[:, :-1], best), dim=1)
     assert lp.token_losses(logits, forced)[0, -1] <= lp.token_losses(logits, ids)[0, -1] + 1e-12
     assert math.isfinite(lp.token_losses(logits, ids).sum().item())
+
+
+class _Tokens:
+    """A stand-in for SmolLM2's tokenizer: one token a character (ids 0..63)."""
+
+    def encode(self, text):
+        return type("Encoding", (), {"ids": [ord(ch) % 64 for ch in text]})()
+
+    def decode(self, ids):
+        return "".join(chr(97 + i % 26) for i in ids)
+
+
+def test_smollm_explorer_shows_the_chosen_head_of_each_layer(tiny):
+    one = smollm_explorer(tiny, _Tokens(), ["abcabc"], heads=[1, 3], notes=["x", "y"])
+    assert list(one.controls) == ["layer"] and one.controls["layer"] == [1, 2]
+    frame = one.compute(layer=2)
+    with torch.no_grad():
+        _, attentions = tiny(torch.tensor([[ord(ch) % 64 for ch in "abcabc"]]))
+    torch.testing.assert_close(frame["weights"], attentions[1][0, 3])
+    assert frame["title"].endswith("head 4:\ny") and frame["received"].shape == (4, 6)
+    two = smollm_explorer(tiny, _Tokens(), ["abcabc", "hello"])
+    assert list(two.controls) == ["prompt", "layer"]
+    assert "on the first token" in two.compute(layer=1, prompt="hello")["title"]
+    with pytest.raises(ValueError, match="one entry per layer"):
+        smollm_explorer(tiny, _Tokens(), ["abc"], heads=[0])
