@@ -215,3 +215,4 @@ def test_smollm_explorer_shows_the_chosen_head_of_each_layer(tiny):
     assert "on the first token" in two.compute(layer=1, prompt="hello")["title"]
     with pytest.raises(ValueError, match="one entry per layer"):
         smollm_explorer(tiny, _Tokens(), ["abc"], heads=[0])
+    assert smollm_explorer(tiny, _Tokens(), ["abc"], initial_layer=2).values["layer"] == 2

@@ -464,14 +464,14 @@ def pretrained_explorer(model, tokenizer, sentences: Sequence[str]) -> Explorer:
 
 
 def smollm_explorer(model, tokenizer, prompts: Sequence[str], heads: Sequence[int] | None = None,
-                    notes: Sequence[str] | None = None) -> Explorer:
+                    notes: Sequence[str] | None = None, initial_layer: int = 1) -> Explorer:
     """Chapter 14: a prompt and a layer of SmolLM2
     (:func:`attention_core.models.smollm.load_smollm2`) over all the layer's heads (the mean
     weight each key receives, one row per head, as in chapter 13's explorer) and the map of
     one head of that layer: ``heads[layer - 1]`` (from 0), with ``notes[layer - 1]`` under
     its title, or by default the head that gives the first token least. The model runs once
-    per prompt, here; a frame only picks a layer (and a prompt, when there are several). In
-    a notebook, pass your own prompts."""
+    per prompt, here; a frame only picks a layer (and a prompt, when there are several),
+    starting at ``initial_layer``. In a notebook, pass your own prompts."""
     runs = {}
     for prompt in prompts:
         input_ids = encode(tokenizer, prompt)  # (1, T)
@@ -499,7 +499,7 @@ def smollm_explorer(model, tokenizer, prompts: Sequence[str], heads: Sequence[in
     return Explorer(
         partial(panels.pretrained_layer_panel, num_heads=num_heads,
                 max_tokens=max(len(r[1]) for r in runs.values())), compute, controls,
-        layout_at={"prompt": longest} if len(prompts) > 1 else None,
+        initial={"layer": initial_layer}, layout_at={"prompt": longest} if len(prompts) > 1 else None,
         figsize=(7.2, 3.7), narrow_figsize=(3.5, 7.0),
         alt="For one layer of SmolLM2: the mean weight each token receives in each of the 9 "
             "heads, and the attention map of one head of the layer.")
