@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from attention_core.book import exercises as ex
+from attention_core.models import llm_probes
 
 
 def correct_softmax(x):
@@ -121,6 +122,13 @@ def rollout(residual=True, order="right", heads="mean"):
     return fn
 
 
+
+def _on_key(a, period, offset, start=None):
+    """Chapter 14's induction score with the key offset or the first query changed."""
+    i = torch.arange(period if start is None else start, a.size(-1))
+    return a[..., i, i - period + offset].mean((1, 3))
+
+
 CHECKS = [
     (ex.check_softmax, correct_softmax, [
         (lambda x: x.exp() / x.exp().sum(-1, keepdim=True), "subtract the row maximum"),
@@ -201,6 +209,18 @@ CHECKS = [
         (rollout(order="wrong"), "wrong order"),
         (rollout(heads="sum"), "heads summed"),
         (rollout(heads="per head"), "then averaged"),
+    ]),
+    (ex.check_induction_scores, llm_probes.induction_scores, [
+        (lambda a, p: _on_key(a, p, 0), "the earlier copy of the token itself"),
+        (lambda a, p: _on_key(a, p, 1, start=p - 1), "start at query i = period"),
+        (lambda a, p: _on_key(a, p, p - 1), "the previous-token score"),
+    ]),
+    (ex.check_interleaved_to_half_split, llm_probes.interleaved_to_half_split, [
+        (lambda w, H: w.reshape(H, 2, w.size(0) // H // 2, -1).transpose(1, 2).reshape(w.shape),
+         "instead of undoing it"),
+        (lambda w, H: llm_probes.interleaved_to_half_split(w, 1), "as one head"),
+        (lambda w, H: w.reshape(H, -1, 2, w.size(1)).flip(2).transpose(1, 2).reshape(w.shape),
+         "odd rows first"),
     ]),
 
 ]

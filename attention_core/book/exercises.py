@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from ..models import interpret
+from ..models import interpret, llm_probes
 from ..models.seeding import seeded
 from ..nn import functional, masks, multihead, positional
 from ..nn.block import TransformerBlock
@@ -676,3 +676,64 @@ def check_triton_tile_update(student) -> Feedback:
                                f"tiles of 16 x 32) is not: largest error {(out - reference).abs().max():.2g}")
     return Feedback(True, f"All {len(cases) + 1} cases passed: {'; '.join(c[0] for c in cases)}; "
                           "the whole kernel (40 x 70, causal) equals scaled_dot_product_attention.")
+
+
+# --- a real language model (chapter 14) ----------------------------------------------
+
+def _causal_weights(N: int, B: int, H: int, T: int, seed: int) -> torch.Tensor:
+    """``(num_layers, B, H, T, T)`` random causal attention weights: each row sums to one over keys
+    ``j <= i``."""
+    scores = _rand(N, B, H, T, T, seed=seed) * 2
+    causal = torch.ones(T, T, dtype=torch.bool).tril()
+    return scores.masked_fill(~causal, -math.inf).softmax(-1)
+
+
+def check_induction_scores(student: Callable) -> Feedback:
+    """``student(attentions, period)`` must return the induction score of every head,
+    ``(num_layers, H)``: for ``attentions (num_layers, B, H, T, T)`` of a text that repeats with ``period``,
+    the mean over the batch and over queries ``i >= period`` of the weight on key
+    ``i - period + 1``, the token after the earlier copy
+    (:func:`attention_core.models.llm_probes.induction_scores`)."""
+    cases = [Case("one layer, one sequence, period 3", (_causal_weights(1, 1, 2, 6, seed=21), 3)),
+             Case("three layers, two sequences, period 5", (_causal_weights(3, 2, 4, 10, seed=22), 5)),
+             Case("two layers, a batch of three, period 4, text longer than two copies",
+                  (_causal_weights(2, 3, 3, 11, seed=23), 4))]
+
+    def on_key(a, period, offset, start=None):
+        T = a.size(-1)
+        i = torch.arange(period if start is None else start, T)
+        return a[..., i, i - period + offset].mean((1, 3))
+
+    mistakes = {
+        "you read the earlier copy of the token itself (key i - period); an induction head looks at "
+        "the token that followed it, key i - period + 1": lambda a, p: on_key(a, p, 0),
+        "you also averaged queries of the first copy, which have nothing to copy yet: start at "
+        "query i = period": lambda a, p: on_key(a, p, 1, start=p - 1),
+        "you read key i - 1, the previous token: that is the previous-token score; the induction "
+        "target is key i - period + 1": lambda a, p: on_key(a, p, p - 1),
+    }
+    return _check(student, llm_probes.induction_scores, cases, mistakes, "induction_scores")
+
+
+def check_interleaved_to_half_split(student: Callable) -> Feedback:
+    """``student(weight, num_heads)`` must undo llama.cpp's permutation of a query or key
+    projection ``weight (H * E, D)``: in each head, row ``2i`` goes to row ``i`` and row
+    ``2i + 1`` to row ``i + E/2``
+    (:func:`attention_core.models.llm_probes.interleaved_to_half_split`)."""
+    cases = [Case("one head of width 4", (_rand(4, 3, seed=31), 1)),
+             Case("three heads of width 8", (_rand(24, 5, seed=32), 3)),
+             Case("SmolLM2's keys: 3 heads of width 64, model width 576", (_rand(192, 576, seed=33), 3))]
+
+    def permute(w, H):  # llama.cpp's own direction: half-split -> interleaved
+        return w.reshape(H, 2, w.size(0) // H // 2, -1).transpose(1, 2).reshape(w.shape)
+
+    mistakes = {
+        "you applied llama.cpp's permutation (half-split to interleaved) instead of undoing it":
+            permute,
+        "you permuted the rows of the whole matrix as one head: reshape to (num_heads, E/2, 2, D) "
+        "so that each head is permuted on its own": lambda w, H: llm_probes.interleaved_to_half_split(w, 1),
+        "you put each head's odd rows first; the even rows (2i) come first, at row i, the odd "
+        "ones (2i + 1) at row i + E/2":
+            lambda w, H: w.reshape(H, -1, 2, w.size(1)).flip(2).transpose(1, 2).reshape(w.shape),
+    }
+    return _check(student, llm_probes.interleaved_to_half_split, cases, mistakes, "interleaved_to_half_split")

@@ -18,7 +18,8 @@ import zlib
 
 import torch
 
-from ..models import interpret, scaling
+from ..models import interpret, llm_probes, scaling
+from ..models.smollm import SmolLMConfig
 from ..nn import functional, masks, multihead, positional, sparse
 from ..nn.block import TransformerBlock
 from ..nn.flash import flash_attention, online_softmax
@@ -762,6 +763,59 @@ def ch13():
     ]
 
 
+# --- chapter 14 --------------------------------------------------------------------------
+
+def ch14():
+    c = SmolLMConfig()  # SmolLM2-135M's sizes
+    tokens = c.context_length
+    kv = llm_probes.kv_bytes(c, tokens) / MiB
+    kv_mha = llm_probes.kv_bytes(c, tokens, num_kv_heads=c.num_heads) / MiB
+    chance = llm_probes.uniform_scores(4, start=1)
+    return [
+        Numeric(f"SmolLM2-135M: {c.num_layers} layers, {c.num_heads} query heads sharing {c.num_kv_heads} "
+                f"key/value heads of width {c.head_dim}. How many MiB does the KV cache of one "
+                f"{tokens}-token sequence take in bfloat16 (2 bytes a number)?",
+                answer=kv, tolerance=0.01 * kv, unit="MiB",
+                why=f"2 (keys and values) × {c.num_layers} × {c.num_kv_heads} × {c.head_dim} × {tokens} "
+                    f"× 2 bytes = {_g(kv, 4)} MiB (`kv_cache_bytes`).",
+                hint="Numbers per token and layer: 2 × key/value heads × head width.",
+                mistakes=((kv / 2, "Keys and values are both cached: a factor 2."),
+                          (kv_mha, f"That counts all {c.num_heads} query heads; with GQA only the "
+                                   f"{c.num_kv_heads} key/value heads are cached."))),
+        _mc("A text reads [A][B] ... [A]. At the second [A], where does an induction head put its weight?",
+            ("On [B], the token that followed the earlier [A]", True,
+             "It finds the earlier [A] through the key of the token after it (which carries 'my previous "
+             "token was A') and copies [B]: the model predicts [B] next."),
+            ("On the earlier [A] itself", False, "Attending to the earlier copy would copy [A], not what "
+                                                 "came after it."),
+            ("On the token just before the second [A]", False, "That is a previous-token head, the circuit's "
+                                                               "first step.")),
+        Numeric("A head spreads each query's weight evenly over the keys it may see under the causal mask. "
+                "Over queries 2, 3 and 4 (counting from 1) of a 4-token text, what is its mean weight on "
+                "the first token?",
+                answer=chance, tolerance=0.006,
+                why=f"Query i sees i keys: (1/2 + 1/3 + 1/4) / 3 = {_g(chance)}, the chance level of the "
+                    "first-token share (`uniform_scores`).",
+                hint="Query 2 sees 2 keys, query 3 sees 3, query 4 sees 4.",
+                mistakes=((0.25, "Not every query sees all 4 keys: the mask hides the later ones."),)),
+        _mc("A model trained with full attention runs with a sliding window of 32 tokens. Its perplexity "
+            "jumps once the window no longer holds the first token. What restores it?",
+            ("Keeping the first few tokens in the cache next to the window (sinks)", True,
+             "Many heads park their weight on the first token; with it gone, that weight lands on real "
+             "tokens. The chapter measures it on SmolLM2."),
+            ("A larger window", False, "A larger window only delays the eviction; the chapter's window "
+                                       "of 128 still breaks without sinks."),
+            ("Renumbering the positions in the cache", False, "StreamingLLM does renumber, to stay within "
+                                                              "trained distances on long streams, but "
+                                                              "without sinks the window still breaks.")),
+        _mc("The chapter removes five heads at a time. Why remove random heads too?",
+            ("As the control: any five heads might raise the loss a little", True,
+             "Only a rise far above that of random heads says the chosen heads matter."),
+            ("To make the model smaller", False, "Removing heads here is a measurement, not compression."),
+            ("Because the induction scores are random", False, "They are far above the chance level.")),
+    ]
+
+
 QUESTIONS = {f"ch{n:02d}": fn for n, fn in enumerate(
-    (ch01, ch02, ch03, ch04, ch05, ch06, ch07, ch08, ch09, ch10, ch11, ch12, ch13), start=1)}
-"""Chapter (``"ch01"`` .. ``"ch13"``) -> the function that computes its questions."""
+    (ch01, ch02, ch03, ch04, ch05, ch06, ch07, ch08, ch09, ch10, ch11, ch12, ch13, ch14), start=1)}
+"""Chapter (``"ch01"`` .. ``"ch14"``) -> the function that computes its questions."""

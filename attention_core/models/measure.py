@@ -1,4 +1,4 @@
-"""Chapters 3, 8, 9 and 11: measuring time and memory on this machine, the same way in
+"""Chapters 3, 8, 9, 11 and 14: measuring time and memory on this machine, the same way in
 the chapters and in the benchmarks. :func:`one_thread` is for the caller to choose (a
 chapter, a benchmark): no library function switches threads on its own.
 

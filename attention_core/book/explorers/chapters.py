@@ -23,6 +23,7 @@ from ...models.scaling import random_scores, softmax_saturation
 from ...models.seeding import seeded
 from ...models.seq2seq import TARGET_VOCAB, encode_batch, translate
 from ...models.serving import variants
+from ...models.smollm import encode
 from ...models.stack_statistics import stack_statistics
 from ...models.toy_tasks import head_roles, reverse_and_shift_batch, word_embeddings
 from ...nn.flash import online_softmax
@@ -461,3 +462,45 @@ def pretrained_explorer(model, tokenizer, sentences: Sequence[str]) -> Explorer:
         figsize=(7.2, 3.7), narrow_figsize=(3.5, 7.0),  # with its controls, within a 844 px tall phone
         alt="For one layer of a pretrained BERT encoder: the mean weight each token receives "
             "in each of the 12 heads, and the layer's attention weights averaged over heads.")
+
+
+def smollm_explorer(model, tokenizer, prompts: Sequence[str], heads: Sequence[int] | None = None,
+                    notes: Sequence[str] | None = None, initial_layer: int = 1) -> Explorer:
+    """Chapter 14: a prompt and a layer of SmolLM2
+    (:func:`attention_core.models.smollm.load_smollm2`) over all the layer's heads (the mean
+    weight each key receives, one row per head, as in chapter 13's explorer) and the map of
+    one head of that layer: ``heads[layer - 1]`` (from 0), with ``notes[layer - 1]`` under
+    its title, or by default the head that gives the first token least. The model runs once
+    per prompt, here; a frame only picks a layer (and a prompt, when there are several),
+    starting at ``initial_layer``. In a notebook, pass your own prompts."""
+    runs = {}
+    for prompt in prompts:
+        input_ids = encode(tokenizer, prompt)  # (1, T)
+        with torch.no_grad():
+            _, attentions = model(input_ids)  # num_layers x (1, H, T, T)
+        tokens = [tokenizer.decode([i]).replace("\n", "\\n") or "?" for i in input_ids[0].tolist()]
+        runs[prompt] = (torch.stack(attentions)[:, 0], tokens)  # (num_layers, H, T, T)
+    num_layers, num_heads = next(iter(runs.values()))[0].shape[:2]
+    if heads is not None and len(heads) != num_layers or notes is not None and len(notes) != num_layers:
+        raise ValueError(f"heads and notes must give one entry per layer ({num_layers})")
+
+    def compute(layer, prompt=prompts[0]):
+        weights, tokens = runs[prompt]
+        w = weights[layer - 1]  # (H, T, T)
+        first = w[:, 1:, 0].mean(1)  # (H,): mean weight on the first token, queries 2..T
+        head = int(first.argmin()) if heads is None else int(heads[layer - 1])
+        note = f"{first[head]:.0%} on the first token" if notes is None else notes[layer - 1]
+        return {"received": w.mean(1), "weights": w[head], "tokens": tokens,
+                "title": f"layer {layer}, head {head + 1}:\n{note}"}
+
+    controls = {"layer": list(range(1, num_layers + 1))}
+    if len(prompts) > 1:
+        controls = {"prompt": list(prompts), **controls}
+    longest = max(prompts, key=lambda p: max(len(t) for t in runs[p][1]))
+    return Explorer(
+        partial(panels.pretrained_layer_panel, num_heads=num_heads,
+                max_tokens=max(len(r[1]) for r in runs.values())), compute, controls,
+        initial={"layer": initial_layer}, layout_at={"prompt": longest} if len(prompts) > 1 else None,
+        figsize=(7.2, 3.7), narrow_figsize=(3.5, 7.0),
+        alt="For one layer of SmolLM2: the mean weight each token receives in each of the 9 "
+            "heads, and the attention map of one head of the layer.")
