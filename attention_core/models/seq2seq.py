@@ -200,7 +200,7 @@ def source_attention(score: nn.Module, h: torch.Tensor, mask: torch.Tensor):
         keys = score.W(h).transpose(1, 2)  # (e W^T)^T: (B, Dh, S)
         scores = lambda queries: queries @ keys  # (B, T, S)
     elif isinstance(score, AdditiveScore):
-        keys = score.W_h(h).unsqueeze(1)  # e W_h: (B, S, A) -> (B, 1, S, A)
+        keys = score.W_h(h).unsqueeze(1)  # e W_h: (B, S, attn_dim) -> (B, 1, S, attn_dim)
         scores = lambda queries: score.v(torch.tanh(score.W_s(queries).unsqueeze(2) + keys)).squeeze(-1)
     else:
         scores = lambda queries: torch.stack([score(queries[:, t], h) for t in range(queries.size(1))], 1)

@@ -22,7 +22,7 @@ caches (:class:`~attention_core.nn.kv_cache.KVCache`, or
 
 What chapter 14 reads off the model:
 
-* ``model(input_ids)`` gives ``(logits (B, T, V), attentions)``, one ``(B, H, T, T)``
+* ``model(input_ids)`` gives ``(logits (B, T, vocab_size), attentions)``, one ``(B, H, T, T)``
   weight tensor per layer.
 * ``head_mask (num_layers, H)`` scales each head's output before ``W_o`` (``out_proj``)
   mixes the heads: 0 ablates a head (:func:`ablate_heads`).
@@ -33,8 +33,9 @@ What chapter 14 reads off the model:
 ``gguf`` and ``tokenizers`` (the ``llm`` extra) are needed only to load the model.
 
 Shape legend: B batch, T tokens (S keys with a cache), D model width (576), H query heads
-(9), Hkv key/value heads (3), E head dim (64), F feed-forward width (1536), V vocabulary
-(49152), N layers (30).
+(9), Hkv key/value heads (3), E head dim (64); sizes without a letter by their names:
+``ff_dim`` feed-forward width (1536), ``vocab_size`` vocabulary (49152), ``num_layers``
+layers (30).
 """
 
 from __future__ import annotations
@@ -131,9 +132,9 @@ class SmolLM(nn.Module):
     :class:`~attention_core.nn.block.TransformerBlock` (RMSNorm, SwiGLU, GQA, RoPE, no
     biases), a final RMSNorm and the LM head, tied to the embedding.
 
-    ``forward(input_ids (B, T))`` -> ``(logits (B, T, V), attentions)``, a tuple of one
+    ``forward(input_ids (B, T))`` -> ``(logits (B, T, vocab_size), attentions)``, a tuple of one
     ``(B, H, T, S)`` per layer (``S = T`` without a cache). ``kv_caches`` (:meth:`new_cache`)
-    decodes: ``input_ids`` are then the new tokens only. ``head_mask (N, H)`` multiplies
+    decodes: ``input_ids`` are then the new tokens only. ``head_mask (num_layers, H)`` multiplies
     each head's output before ``out_proj`` (:func:`ablate_heads`).
     """
 
@@ -172,10 +173,10 @@ class SmolLM(nn.Module):
     def forward(self, input_ids: torch.Tensor, kv_caches: list[HeadCache] | None = None,
                 head_mask: torch.Tensor | None = None, output_attentions: bool = True
                 ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
-        """``input_ids (B, T)`` -> ``(logits (B, T, V), attentions)``, one ``(B, H, T, S)``
+        """``input_ids (B, T)`` -> ``(logits (B, T, vocab_size), attentions)``, one ``(B, H, T, S)``
         per layer: the next-token scores at every position."""
         hidden, attentions = self.hidden_states(input_ids, kv_caches, head_mask, output_attentions)
-        return self.lm_head(hidden), attentions  # (B, T, D) -> (B, T, V)
+        return self.lm_head(hidden), attentions  # (B, T, D) -> (B, T, vocab_size)
 
     def new_cache(self, batch_size: int, max_len: int | None = None, *, window: int | None = None,
                   num_sinks: int = 0) -> list[HeadCache]:
@@ -226,7 +227,7 @@ class SmolLM(nn.Module):
     def _check_inputs(self, input_ids, kv_caches, head_mask) -> None:
         """Raise unless ``input_ids`` are ``(B, T)`` integer ids in the vocabulary with ``1 <=
         T <= context_length``, ``kv_caches`` one head cache a layer at one length, and
-        ``head_mask`` None or ``(N, H)``."""
+        ``head_mask`` None or ``(num_layers, H)``."""
         c, weight = self.config, self.embed_tokens.weight
         check_token_ids("input_ids", input_ids, c.vocab_size, weight.device, c.context_length)
         if kv_caches is not None:
@@ -296,7 +297,7 @@ def _check_generate(model, input_ids, max_new_tokens, temperature, top_k, genera
 
 def next_token(logits: torch.Tensor, temperature: float = 0.0, top_k: int | None = None,
                generator: torch.Generator | None = None) -> torch.Tensor:
-    """``logits (B, V)`` -> the next tokens ``(B, 1)``: the most likely (``temperature=0``),
+    """``logits (B, vocab_size)`` -> the next tokens ``(B, 1)``: the most likely (``temperature=0``),
     or drawn from ``softmax(logits / temperature)`` over the ``top_k`` most likely."""
     if temperature == 0:
         return logits.argmax(-1, keepdim=True)  # (B, 1)
