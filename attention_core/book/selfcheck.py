@@ -51,15 +51,21 @@ def plain(text: str) -> str:
 
 def parse_number(text) -> float | None:
     """A reader's answer as a number: ``"1,048,576"``, ``"1 048 576"``, ``"6.5e-3"`` or a
-    number; ``None`` when it is not one. ``quiz.js`` parses the same way."""
+    number; ``None`` when it is not one: other than ASCII digits (``"١٢"``, full-width
+    ``"１２"``), or not finite (``"1e400"``, ``10**400``). ``quiz.js`` parses the same way."""
     if isinstance(text, (int, float)) and not isinstance(text, bool):
-        return float(text)
+        try:
+            value = float(text)
+        except OverflowError:  # an int past the largest float
+            return None
+        return value if math.isfinite(value) else None
     if not isinstance(text, str):
         return None
     cleaned = re.sub(r"[\s,_\u00a0\u202f]", "", text).replace("\u2212", "-")
-    if not re.fullmatch(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?", cleaned):
+    if not re.fullmatch(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?", cleaned):
         return None
-    return float(cleaned)
+    value = float(cleaned)
+    return value if math.isfinite(value) else None
 
 
 @dataclass(frozen=True)
@@ -108,7 +114,7 @@ class MultipleChoice:
         """The verdict on choice ``index`` (``None``: nothing chosen yet)."""
         if index is None:
             return Verdict(False, "Choose one of the answers first.")
-        if not isinstance(index, int) or not 0 <= index < len(self.choices):
+        if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(self.choices):
             raise ValueError(f"index must be a choice's position 0..{len(self.choices) - 1}, got {index!r}")
         choice = self.choices[index]
         return Verdict(choice.correct, ("Correct. " if choice.correct else "Not quite. ") + choice.why)
@@ -148,7 +154,8 @@ class Numeric:
         """The verdict on ``text`` (a number, or what a reader typed)."""
         value = parse_number(text)
         if value is None:
-            return Verdict(False, f"Type a number{' in ' + self.unit if self.unit else ''}, such as 12.5.")
+            return Verdict(False, "That is not a number we can check: type one"
+                                  f"{' in ' + self.unit if self.unit else ''}, such as 12.5.")
         if abs(value - self.answer) <= self.tolerance:
             return Verdict(True, "Correct. " + self.why)
         for mistake, why in self.mistakes:
