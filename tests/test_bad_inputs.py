@@ -136,6 +136,12 @@ def translator():
     return seq2seq.Seq2Seq(embed_dim=4, hidden_size=4)
 
 
+def wrapped_cache():
+    cache = ac.RollingKVCache(1, 1, 2, 3)
+    cache.append(r(1, 1, 5, 2), r(1, 1, 5, 2))  # 5 positions in 3 slots
+    return cache
+
+
 def cache_with_sequence():
     cache = ac.PagedKVCache(4, 2, 2, 4)
     return cache, cache.add_sequence()
@@ -248,6 +254,8 @@ ROWS = [
         "num_sinks"),
     Row("crop_length", "longer than cached", lambda: kv_cache.crop_length(ac.KVCache(1, 1, 2, 4), 3),
         ValueError, "length"),
+    Row("crop_length", "a RollingKVCache that has wrapped", lambda: kv_cache.crop_length(wrapped_cache(), 4),
+        ValueError, "cache", "overwritten"),
     Row("check_new_entries", "v of another shape",
         lambda: kv_cache.check_new_entries(r(2, 1, 4), r(2, 2, 4), {"Hkv": 2, "T": None, "E": 4},
                                            r(1, 2, 1, 4), "PagedKVCache"),
@@ -391,6 +399,8 @@ ROWS = [
     Row("random_queries_keys", "d_k 0", lambda: scaling.random_queries_keys(0, 1, 1), ValueError, "d_k"),
     Row("random_scores", "d_k 0", lambda: scaling.random_scores(0, 1, 1, True), ValueError, "d_k"),
     Row("score_variance", "d_k 0", lambda: scaling.score_variance(0), ValueError, "d_k"),
+    Row("score_variance", "one sample (no variance)", lambda: scaling.score_variance(4, num_samples=1),
+        ValueError, "num_samples"),
     Row("softmax_saturation", "d_k 0", lambda: scaling.softmax_saturation(0, True), ValueError, "d_k"),
     Row("softmax_gradient", "d_k 0", lambda: scaling.softmax_gradient(0, True), ValueError, "d_k"),
     Row("query_gradient_norms", "d_k 0", lambda: scaling.query_gradient_norms(0, True), ValueError, "d_k"),
@@ -459,6 +469,8 @@ ROWS = [
     Row("flash_attention_lse", "key of another width",
         lambda: ac.flash_attention_lse(q4, k4[..., :3], v4), ValueError, "key"),
     Row("online_softmax", "block_size 0", lambda: ac.online_softmax(r(5), 0), ValueError, "block_size"),
+    Row("online_softmax", "integer scores", lambda: ac.online_softmax(torch.arange(5), 2), TypeError, "scores"),
+    Row("online_softmax", "no score", lambda: ac.online_softmax(r(0), 2), ValueError, "scores"),
     Row("sliding_window_attention", "window 0",
         lambda: ac.sliding_window_attention(r(3, 4), r(3, 4), r(3, 4), window=0), ValueError, "window"),
     Row("linear_attention", "chunk_size 0",

@@ -137,10 +137,16 @@ class KVCache(HeadCache):
 def crop_length(cache: Cache, length: int) -> None:
     """Set ``cache.length`` back to ``length``, checked to lie in ``[0, cache.length]``: the
     ``crop`` of the caches that hold positions in order (:class:`KVCache`,
-    :class:`~attention_core.nn.latent_attention.LatentKVCache`)."""
+    :class:`~attention_core.nn.latent_attention.LatentKVCache`). A :class:`RollingKVCache` that
+    has wrapped is refused: the positions it would go back to are overwritten."""
     if isinstance(length, bool) or not isinstance(length, int) or not 0 <= length <= cache.length:
         raise ValueError(f"length must be an int in [0, {cache.length}] (the positions cached), "
                          f"got {length!r}")
+    capacity = getattr(cache, "num_sinks", 0) + getattr(cache, "window", cache.length)
+    if length < cache.length and cache.length > capacity:  # a RollingKVCache that has wrapped
+        raise ValueError(f"cache: a RollingKVCache that has wrapped ({cache.length} positions appended, "
+                         f"{capacity} slots) has overwritten the positions before the last {capacity}, so it "
+                         f"cannot be cropped back to length={length}; reset() it and append again")
     cache.length = length
 
 
