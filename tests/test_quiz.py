@@ -117,6 +117,19 @@ def test_numeric_check_refuses_numbers_it_cannot_check():
             choice.check(index)
 
 
+def test_a_chapter_id_must_be_an_id_before_it_reaches_html():
+    """Issue #44: the chapter string goes into HTML ids and attributes."""
+    from attention_core.book.selfcheck import Quiz, static_html
+
+    questions = ALL["ch01"]
+    for bad in ('x" onclick="alert(1)', "ch 01", "", 3):
+        with pytest.raises(ValueError, match="chapter"):
+            Quiz(bad, questions)
+        with pytest.raises(ValueError, match="chapter"):
+            static_html(bad, questions)
+    assert 'id="ac-quiz-ch01"' in Quiz("ch01", questions).to_html()
+
+
 @pytest.mark.skipif(shutil.which("node") is None, reason="needs node")
 def test_quiz_js_parses_numbers_as_parse_number_does():
     """The website's parseNumber, taken from quiz.js and run by node on the same strings."""

@@ -190,11 +190,20 @@ def _question_html(dom_id: str, n: int, total: int, question: Question) -> str:
             f'<p class="ac-quiz-feedback" role="status" aria-live="polite"></p></form>')
 
 
+def _check_chapter(chapter) -> None:
+    """Raise unless ``chapter`` is a chapter id (``"ch01"``: letters, digits, ``-``, ``_``): it
+    becomes part of HTML ids and attributes."""
+    if not isinstance(chapter, str) or not re.fullmatch(r"[A-Za-z0-9_-]+", chapter):
+        raise ValueError(f"chapter must be an id of letters, digits, '-' or '_' such as 'ch01', "
+                         f"got {chapter!r}")
+
+
 def static_html(chapter: str, questions) -> str:
     """The website's view of ``questions``: the forms and their data. The book's
     ``_static/quiz/quiz.js`` checks the answers and ``_static/quiz/quiz.css`` styles them,
     on every page that has questions."""
-    dom_id = f"ac-quiz-{chapter}"
+    _check_chapter(chapter)
+    dom_id = html.escape(f"ac-quiz-{chapter}")
     forms = "".join(_question_html(dom_id, n, len(questions), q) for n, q in enumerate(questions))
     payload = json.dumps([q.data() for q in questions]).replace("</", "<\\/")
     return (f'<div class="ac-quiz" id="{dom_id}" data-chapter="{html.escape(chapter)}">{forms}'
@@ -267,6 +276,7 @@ class Quiz:
     """A chapter's questions, shown as the value of a cell (see the module docstring)."""
 
     def __init__(self, chapter: str, questions):
+        _check_chapter(chapter)
         self.chapter = chapter
         self.questions = tuple(questions)
         if not self.questions:

@@ -21,7 +21,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ._checks import check_dropout, check_positive_int
+from ._checks import check_bool, check_dropout, check_eps, check_positive_int
 from .attention_functions import AttentionFunction
 from .feedforward import ACTIVATIONS, FEED_FORWARDS, feed_forward
 from .kv_cache import HeadCache
@@ -69,6 +69,8 @@ def _sublayers(embed_dim: int, num_heads: int, ff_dim: int, dropout: float, acti
     :class:`~attention_core.nn.norms.QKNormLinear` around the same weights (no random
     numbers drawn, so a seed gives the same weights with and without it).
     """
+    check_eps("layer_norm_eps", layer_norm_eps)
+    check_bool("bias", bias)
     norm1 = _norm(norm, embed_dim, layer_norm_eps, bias, factory_kwargs)
     attn = MultiHeadAttention(embed_dim, num_heads, num_kv_heads, bias=bias, dropout=dropout, rope=rope,
                               rope_base=rope_base, attention=attention, **factory_kwargs)

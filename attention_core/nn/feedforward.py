@@ -19,7 +19,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ._checks import check_positive_int
+from ._checks import check_bool, check_dropout, check_positive_int
 
 __all__ = ["ACTIVATIONS", "FEED_FORWARDS", "GATES", "GatedFeedForward", "feed_forward"]
 
@@ -43,6 +43,8 @@ def feed_forward(embed_dim: int, ff_dim: int, activation: str = "gelu", dropout:
     ``"geglu"`` a :class:`GatedFeedForward`, which has no dropout inside."""
     check_positive_int("embed_dim", embed_dim)
     check_positive_int("ff_dim", ff_dim)
+    check_dropout("dropout", dropout)
+    check_bool("bias", bias)
     factory_kwargs = {"device": device, "dtype": dtype}
     if activation in GATES:
         return GatedFeedForward(embed_dim, ff_dim, activation, bias=bias, **factory_kwargs)
@@ -68,6 +70,7 @@ class GatedFeedForward(nn.Module):
         super().__init__()
         check_positive_int("embed_dim", embed_dim)
         check_positive_int("ff_dim", ff_dim)
+        check_bool("bias", bias)
         if activation not in GATES:
             raise ValueError(f"activation must be one of {sorted(GATES)}, got {activation!r}")
         self.activation = activation

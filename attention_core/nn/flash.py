@@ -20,7 +20,7 @@ import math
 
 import torch
 
-from ._checks import check_attn_mask, check_positive_int, check_qkv, check_scale, check_tensor
+from ._checks import check_attn_mask, check_is_causal, check_positive_int, check_qkv, check_scale, check_tensor
 from .functional import NEG_INF, upcast
 from .masks import causal_mask
 
@@ -83,6 +83,7 @@ def flash_attention_lse(query: torch.Tensor, key: torch.Tensor, value: torch.Ten
     inputs' dtype.
     """
     check_qkv(query, key, value)
+    check_is_causal(is_causal)
     check_positive_int("block_q", block_q)
     check_positive_int("block_k", block_k)
     check_scale(scale)

@@ -96,6 +96,7 @@ def softmax(scores: torch.Tensor, dim: int = -1, inplace: bool = False) -> torch
 def apply_mask_(scores: torch.Tensor, attn_mask=None, is_causal: bool = False) -> torch.Tensor:
     """Apply a boolean (True = may attend) or additive float mask to ``scores`` in place."""
     check_tensor("scores", scores, min_dim=2)
+    check_is_causal(is_causal)
     L, S = scores.shape[-2:]
     if is_causal:
         scores.masked_fill_(~causal_mask(L, S, device=scores.device), float("-inf"))
@@ -139,6 +140,7 @@ def eager_attention(
     bfloat16 are computed in float32 (:func:`upcast`).
     """
     check_qkv(query, key, value)
+    check_is_causal(is_causal)
     dtype = query.dtype
     query, key, value = (upcast(x) for x in (query, key, value))
     scale = 1.0 / math.sqrt(query.size(-1)) if scale is None else scale

@@ -19,6 +19,7 @@ from torch import nn
 from ._checks import (
     check_attn_mask,
     check_base,
+    check_bool,
     check_device,
     check_dropout,
     check_dtype,
@@ -112,6 +113,7 @@ class MultiHeadAttention(nn.Module):
         super().__init__()
         num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
         _check_args(embed_dim, num_heads, num_kv_heads, dropout, rope, rope_base, dtype)
+        check_bool("bias", bias)
         self.embed_dim, self.num_heads, self.num_kv_heads = embed_dim, num_heads, num_kv_heads
         self.head_dim = embed_dim // num_heads
         self.dropout, self.rope, self.rope_base = dropout, rope, rope_base
