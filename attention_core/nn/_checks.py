@@ -28,9 +28,10 @@ def check_token_ids(name: str, ids, vocab_size: int, device, max_len: int | None
     past an embedding table (a raw IndexError, or garbage on a GPU)."""
     if not isinstance(ids, torch.Tensor):
         raise TypeError(f"{name} must be a tensor of token ids, got {type(ids).__name__}")
-    if ids.dim() != 2 or ids.size(1) == 0 or (max_len is not None and ids.size(1) > max_len):
+    if ids.dim() != 2 or 0 in ids.shape or (max_len is not None and ids.size(1) > max_len):
         limit = "" if max_len is None else f" <= {max_len}"
-        raise ValueError(f"{name} must have shape (B, T) with 1 <= T{limit}, got {tuple(ids.shape)}")
+        raise ValueError(f"{name} must have shape (B, T) with B >= 1 and 1 <= T{limit}, "
+                         f"got {tuple(ids.shape)}")
     if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
         raise TypeError(f"{name} must hold integer token ids, got dtype {ids.dtype}")
     check_device(name, ids, device, "the model's parameters")

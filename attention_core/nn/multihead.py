@@ -30,6 +30,8 @@ from ._checks import (
 from .attention_functions import ATTENTION_FUNCTIONS, AttentionFunction, AttentionKernel
 from .heads import merge_heads, repeat_kv, split_heads
 from .kv_cache import HeadCache, KVCache
+from .latent_attention import LatentKVCache
+from .paged import PagedKVCache
 from .positional import apply_rotary
 
 __all__ = ["MultiHeadAttention", "mean_pool_kv_heads"]
@@ -223,9 +225,13 @@ class MultiHeadAttention(nn.Module):
         if key.shape[:2] != value.shape[:2] or key.size(0) != query.size(0):
             raise ValueError(f"query {tuple(query.shape)}, key {tuple(key.shape)} and value "
                              f"{tuple(value.shape)} must share B, and key/value must share S")
-        if kv_cache is not None and not isinstance(kv_cache, HeadCache):
+        # a paged or latent cache has an append too, of other arguments ('append() missing v')
+        if kv_cache is not None and (not isinstance(kv_cache, HeadCache)
+                                     or isinstance(kv_cache, (PagedKVCache, LatentKVCache))):
             raise TypeError(f"kv_cache must be a head cache (KVCache, RollingKVCache: "
-                            f"layer.new_cache(B, max_len)) or None, got {type(kv_cache).__name__}")
+                            f"layer.new_cache(B, max_len)) or None, got {type(kv_cache).__name__} "
+                            "(a PagedKVCache is read by paged_attention, a LatentKVCache by "
+                            "MultiHeadLatentAttention)")
         S = key.size(1) if kv_cache is None else None
         self._check_mask("attn_mask", attn_mask, query.size(0), query.size(1), S)
 

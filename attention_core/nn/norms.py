@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ._checks import check_bool, check_eps, check_positive_int, check_tensor
+from ._checks import check_bool, check_device, check_eps, check_positive_int, check_tensor
 
 __all__ = ["QKNormLinear", "RMSNorm", "rms_norm"]
 
@@ -49,6 +49,8 @@ class RMSNorm(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``x (..., dim)`` -> ``(..., dim)``."""
+        check_tensor("x", x)
+        check_device("x", x, self.weight.device, "the module's weight")
         if x.size(-1) != self.weight.numel():
             raise ValueError(f"x must end in dim={self.weight.numel()}, got shape {tuple(x.shape)}")
         return rms_norm(x, self.weight, self.eps)

@@ -21,7 +21,14 @@ import math
 
 import torch
 
-from ._checks import check_attn_mask, check_is_causal, check_positive_int, check_qkv, check_scale, check_tensor
+from ._checks import (
+    check_attn_mask,
+    check_is_causal,
+    check_positive_int,
+    check_qkv,
+    check_scale,
+    check_tensor,
+)
 from .functional import NEG_INF, apply_mask_, masked_softmax_, softmax, upcast
 from .masks import sliding_window_mask
 
