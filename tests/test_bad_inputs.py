@@ -589,6 +589,21 @@ ROWS = [
     Row("head_scores", "a sentence of padding only",
         lambda: interpret.head_scores([torch.rand(2, 2, 3, 3)], torch.tensor([[1, 1, 1], [0, 0, 0]])),
         ValueError, "attention_mask", r"sentences \[1\]"),
+    # --- issue #44: requests past MAX_ALLOCATION_BYTES (8 GiB), refused before allocating ---
+    Row("KVCache", "gigabytes", lambda: ac.KVCache(1000, 1000, 1000, 1000), ValueError, "max_len", "GiB"),
+    Row("RollingKVCache", "gigabytes", lambda: ac.RollingKVCache(1000, 1000, 1000, 1000), ValueError,
+        "window", "GiB"),
+    Row("PagedKVCache", "gigabytes", lambda: ac.PagedKVCache(10**6, 1000, 100, 100), ValueError,
+        "num_blocks", "GiB"),
+    Row("LatentKVCache", "gigabytes", lambda: ac.LatentKVCache(10**4, 10**4, 0, 10**5), ValueError,
+        "max_len", "GiB"),
+    Row("causal_mask", "gigabytes", lambda: ac.causal_mask(10**7), ValueError, "L", "GiB"),
+    Row("sliding_window_mask", "gigabytes", lambda: ac.sliding_window_mask(10**7, 4), ValueError, "L",
+        "GiB"),
+    Row("sinusoidal_encoding", "gigabytes", lambda: ac.sinusoidal_encoding(10**9, 1024), ValueError,
+        "num_positions", "GiB"),
+    Row("repeat_kv", "gigabytes", lambda: ac.repeat_kv(r(1, 2, 3, 4), 2**30), ValueError, "num_groups",
+        "GiB"),
 ]
 
 

@@ -70,7 +70,7 @@ def head_scores(attentions, attention_mask: torch.Tensor | None = None) -> dict[
                          f"got {tuple(attention_mask.shape)}")
     real = attention_mask.bool().to(w.device)  # (B, T)
     lengths = real.sum(-1)  # (B,)
-    if (lengths == 0).any():
+    if lengths.device.type != "meta" and (lengths == 0).any():  # a meta tensor holds no values
         raise ValueError(f"attention_mask must mark at least one real token per sentence, got none in "
                          f"sentences {torch.nonzero(lengths == 0).flatten().tolist()}")
     pairs = (real[:, 1:] & real[:, :-1]).unsqueeze(1)  # (B, 1, T-1): both tokens real
