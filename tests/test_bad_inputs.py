@@ -603,7 +603,17 @@ ROWS = [
     Row("sinusoidal_encoding", "gigabytes", lambda: ac.sinusoidal_encoding(10**9, 1024), ValueError,
         "num_positions", "GiB"),
     Row("repeat_kv", "gigabytes", lambda: ac.repeat_kv(r(1, 2, 3, 4), 2**30), ValueError, "num_groups",
-        "GiB"),
+        "GiB"),    # --- issue #44: found by tests/test_api_probe.py ---
+    Row("softmax", "no entry along dim", lambda: ac.softmax(r(2, 0)), ValueError, "scores"),
+    Row("masked_softmax_", "no key", lambda: ac.masked_softmax_(r(2, 0)), ValueError, "scores"),
+    Row("padding_mask", "lengths a string", lambda: ac.padding_mask("x", 4), TypeError, "lengths"),
+    Row("mean_pool_kv_heads", "not a MultiHeadAttention", lambda: multihead.mean_pool_kv_heads("x", 1),
+        TypeError, "mha"),
+    Row("QKNormLinear", "in_features a string", lambda: ac.QKNormLinear("x", 2, 4), TypeError, "in_features"),
+    Row("TransformerBlock", "embed_dim a string", lambda: ac.TransformerBlock("x", 2, 16), TypeError,
+        "embed_dim"),
+    Row("kernel_attention_weights", "key of another width",
+        lambda: ac.kernel_attention_weights(r(3, 4), r(3, 5)), ValueError, "key"),
 ]
 
 

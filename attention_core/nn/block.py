@@ -71,6 +71,7 @@ def _sublayers(embed_dim: int, num_heads: int, ff_dim: int, dropout: float, acti
     :class:`~attention_core.nn.norms.QKNormLinear` around the same weights (no random
     numbers drawn, so a seed gives the same weights with and without it).
     """
+    check_positive_int("embed_dim", embed_dim)  # before the first norm is built from it
     check_eps("layer_norm_eps", layer_norm_eps)
     check_bool("bias", bias)
     norm1 = _norm(norm, embed_dim, layer_norm_eps, bias, factory_kwargs)

@@ -68,8 +68,7 @@ def kernel_attention_weights(query: torch.Tensor, key: torch.Tensor, feature_map
     Quadratic in length: this is the *definition* (and the reference in the tests),
     not the way to compute; :func:`linear_attention` gives ``A @ V`` without A.
     """
-    check_tensor("query", query, min_dim=2)
-    check_tensor("key", key, min_dim=2)
+    check_qkv(query, key, key)  # the keys stand in for values: shapes, dtype, device
     check_is_causal(is_causal)
     phi = _resolve(feature_map)
     scores = phi(upcast(query)) @ phi(upcast(key)).transpose(-2, -1)  # (..., L, S)

@@ -44,7 +44,10 @@ def padding_mask(lengths, S: int, device=None) -> torch.Tensor:
     device of ``lengths`` (the CPU for a list).
     """
     check_positive_int("S", S)
-    lengths = torch.as_tensor(lengths)
+    try:
+        lengths = torch.as_tensor(lengths)
+    except (TypeError, ValueError, RuntimeError):
+        raise TypeError(f"lengths must be a 1-D integer sequence, got {type(lengths).__name__}") from None
     if lengths.dim() != 1 or lengths.dtype.is_floating_point or lengths.dtype == torch.bool:
         raise ValueError(
             f"lengths must be a 1-D integer sequence, got shape {tuple(lengths.shape)} "

@@ -269,6 +269,8 @@ def mean_pool_kv_heads(mha: MultiHeadAttention, num_kv_heads: int) -> MultiHeadA
     short "uptraining" to recover the original quality. The result is on ``mha``'s
     device and in its dtype.
     """
+    if not isinstance(mha, MultiHeadAttention):
+        raise TypeError(f"mha must be a MultiHeadAttention, got {type(mha).__name__}")
     H, E = mha.num_heads, mha.head_dim
     if mha.num_kv_heads != H:
         raise ValueError(f"mha must be plain MHA (num_kv_heads == num_heads), got "

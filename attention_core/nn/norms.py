@@ -74,6 +74,7 @@ class QKNormLinear(nn.Linear):
 
     def __init__(self, in_features: int, num_heads: int, head_dim: int, bias: bool = True,
                  eps: float = 1e-6, device=None, dtype=None):
+        check_positive_int("in_features", in_features)
         check_positive_int("num_heads", num_heads)
         check_positive_int("head_dim", head_dim)
         check_bool("bias", bias)
