@@ -247,6 +247,25 @@ def test_checker_reports_exceptions_and_non_functions():
     assert "needs a function" in ex.check_softmax(42).message
 
 
+class UnprintableError(Exception):
+    def __str__(self):
+        raise RuntimeError("cannot print me")
+
+
+def test_any_exception_becomes_feedback_of_a_readable_length():
+    """Issue #44: an exception whose str() raises, or whose message runs to pages (a Triton
+    traceback), is feedback, not a crash or a wall of text."""
+    def odd(x):
+        raise UnprintableError()
+
+    def long(x):
+        raise ValueError("x" * 5000)
+    verdict = ex.check_softmax(odd)
+    assert not verdict and "raised UnprintableError (its message could not be printed)" in verdict.message
+    verdict = ex.check_softmax(long)
+    assert not verdict and "x" * 400 + "…" in verdict.message and len(verdict.message) < 1000
+
+
 def test_every_checker_knows_at_least_three_typical_mistakes():
     for checker, _, wrongs in CHECKS:
         assert len(wrongs) >= 3, checker.__name__

@@ -220,6 +220,14 @@ def test_unknown_control_is_named(explorer):
         explorer.set(temp=1.0)
 
 
+def test_a_value_off_the_control_is_refused(explorer):
+    """Issue #44: set() takes only the values the control offers (the website has no others)."""
+    before = dict(explorer.values)
+    with pytest.raises(ValueError, match=r"temperature must be one of the control's values .*got 99"):
+        explorer.set(temperature=99)
+    assert explorer.values == before
+
+
 # ------------------------------------------------------------ control values, checked when built
 
 BAD_CONTROL_VALUES = [

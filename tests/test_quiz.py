@@ -9,6 +9,8 @@ wrong on the built page and reads the feedback (light and dark, 1280 and 390 px)
 import json
 import math
 import re
+import shutil
+import subprocess
 
 import nbformat
 import pytest
@@ -90,6 +92,54 @@ def test_numbers_are_parsed_as_readers_type_them():
     assert parse_number("1,048,576") == 1048576 and parse_number(" 6.5e-3 ") == 0.0065
     assert parse_number("\u22121.5") == -1.5 and parse_number("512") == 512 and parse_number(".5") == 0.5
     assert parse_number("12 MiB") is None and parse_number("") is None and parse_number("1.2.3") is None
+
+
+# Issue #44: what a reader may type, accepted (with its value) or refused (None), by both rules
+NUMBER_STRINGS = [("1,048,576", 1048576.0), (" 6.5e-3 ", 0.0065), ("\u22121.5", -1.5), (".5", 0.5),
+                  ("1\u00a0024", 1024.0), ("+3", 3.0), ("12 MiB", None), ("", None), ("1.2.3", None),
+                  ("\u0661\u0662", None), ("\uff11\uff12", None), ("\u0968", None), ("1e400", None),
+                  ("-1e400", None), ("inf", None), ("nan", None), ("0x10", None)]
+
+
+@pytest.mark.parametrize("text, value", NUMBER_STRINGS)
+def test_only_ascii_finite_numbers_are_accepted(text, value):
+    assert parse_number(text) == value
+
+
+def test_numeric_check_refuses_numbers_it_cannot_check():
+    numeric = next(q for qs in ALL.values() for q in qs if isinstance(q, Numeric))
+    for text in (10**400, "1e400", "\uff11\uff12", float("nan")):
+        verdict = numeric.check(text)
+        assert not verdict.correct and "not a number we can check" in verdict.message
+    choice = next(q for qs in ALL.values() for q in qs if isinstance(q, MultipleChoice))
+    for index in (True, False):
+        with pytest.raises(ValueError, match="index"):
+            choice.check(index)
+
+
+def test_a_chapter_id_must_be_an_id_before_it_reaches_html():
+    """Issue #44: the chapter string goes into HTML ids and attributes."""
+    from attention_core.book.selfcheck import Quiz, static_html
+
+    questions = ALL["ch01"]
+    for bad in ('x" onclick="alert(1)', "ch 01", "", 3):
+        with pytest.raises(ValueError, match="chapter"):
+            Quiz(bad, questions)
+        with pytest.raises(ValueError, match="chapter"):
+            static_html(bad, questions)
+    assert 'id="ac-quiz-ch01"' in Quiz("ch01", questions).to_html()
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="needs node")
+def test_quiz_js_parses_numbers_as_parse_number_does():
+    """The website's parseNumber, taken from quiz.js and run by node on the same strings."""
+    source = (ROOT / "_static" / "quiz" / "quiz.js").read_text()
+    function = re.search(r"function parseNumber\(text\) \{.*?\n  \}", source, re.S).group(0)
+    script = f"{function}\nconsole.log(JSON.stringify(JSON.parse(process.argv[1]).map(parseNumber)));"
+    texts = [text for text, _ in NUMBER_STRINGS]
+    result = subprocess.run(["node", "-e", script, json.dumps(texts)], capture_output=True, text=True,
+                            timeout=30, check=True)
+    assert json.loads(result.stdout) == [parse_number(text) for text in texts]
 
 
 def test_numbers_come_from_the_package(monkeypatch):

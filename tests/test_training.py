@@ -139,6 +139,25 @@ def test_warmup_steps_must_be_a_count():
                         warmup_steps=bad)
 
 
+@pytest.mark.parametrize("options", [{"lr": -1.0}, {"lr": float("nan")}, {"lr": "0.1"},
+                                     {"loss_fn": None}, {"make_batch": 3}, {"warmup_steps": -1},
+                                     {"generator": 0}, {"steps": -1}])
+def test_a_refused_call_leaves_the_model_in_eval_mode(options):
+    """Issue #44: every argument is checked before model.train()."""
+    model = TinyTransformer(vocab_size=8, max_len=6, embed_dim=16).eval()
+    arguments = {"make_batch": lambda g: reverse_and_shift_batch(16, 6, 8, g), "steps": 2,
+                 "progress": False} | options
+    name = next(iter(options))
+    with pytest.raises((ValueError, TypeError), match=name):
+        train_model(model, **arguments)
+    assert not model.training
+
+
+def test_model_must_be_a_module():
+    with pytest.raises(TypeError, match="model"):
+        train_model("gpt", lambda g: None, 1, progress=False)
+
+
 def test_one_thread_runs_the_block_on_one_thread_and_restores_the_count():
     from attention_core.models.measure import one_thread
 

@@ -241,6 +241,18 @@ def no_guard(q, k_t, v, m, l, acc, allowed, qk_scale):
     return m_new, l * alpha + tl.sum(p, 1), acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
 
 
+@triton.jit
+def square_tiles_only(q, k_t, v, m, l, acc, allowed, qk_scale):
+    """The right step, but for 16 x 16 tiles only: a constant of that shape is added to the
+    scores, so the whole kernel's 16 x 32 tiles fail inside Triton."""
+    s = tl.where(allowed, tf.dot(q, k_t) * qk_scale, float("-inf")) + tl.zeros((16, 16), tl.float32)
+    m_new = tl.maximum(m, tl.max(s, 1))
+    shift = tl.where(m_new == float("-inf"), 0.0, m_new)
+    p = tl.math.exp2(s - shift[:, None])
+    alpha = tl.math.exp2(m - shift)
+    return m_new, l * alpha + tl.sum(p, 1), acc * alpha[:, None] + tf.dot(p.to(v.dtype), v)
+
+
 # --- the registry and bad input -----------------------------------------------------------
 
 def test_import_attention_core_does_not_import_triton_or_set_its_mode():
@@ -310,6 +322,15 @@ def test_the_exercise_checker_accepts_the_step_and_names_what_is_wrong():
     assert not check_triton_tile_update(lambda *args: args)  # not a @triton.jit function
     unguarded = check_triton_tile_update(no_guard)
     assert not unguarded and "see no key yet" in unguarded.message and "NaN" in unguarded.message
+
+
+def test_the_exercise_checker_reports_a_step_that_fails_in_the_whole_kernel():
+    """Issue #44: a step right on 16 x 16 tiles only passes the single tiles; the whole
+    kernel's 16 x 32 tiles raise inside Triton, which becomes feedback of a readable length."""
+    from attention_core.book.exercises import check_triton_tile_update
+    feedback = check_triton_tile_update(square_tiles_only)
+    assert not feedback and "whole kernel" in feedback.message and "16 x 16" in feedback.message
+    assert len(feedback.message) < 900, feedback.message
 
 
 # --- compiled, on a GPU -------------------------------------------------------------------

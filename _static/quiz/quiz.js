@@ -13,8 +13,10 @@
 (function () {
   function parseNumber(text) {
     var cleaned = String(text).replace(/[\s,_\u00a0\u202f]/g, "").replace(/\u2212/g, "-");
-    if (!/^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/.test(cleaned)) return null;
-    return parseFloat(cleaned);
+    // ASCII digits only, finite only: the same rule as parse_number in selfcheck.py
+    if (!/^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$/.test(cleaned)) return null;
+    var value = parseFloat(cleaned);
+    return isFinite(value) ? value : null;
   }
 
   function verdict(q, form) {  // [right?, first words, explanation]
@@ -25,7 +27,8 @@
       return [choice.correct, choice.correct ? "Correct." : "Not quite.", choice.why];
     }
     var value = parseNumber(form.querySelector("input[type=text]").value);
-    if (value === null) return [false, "", "Type a number" + (q.unit ? " in " + q.unit : "") + ", such as 12.5."];
+    if (value === null) return [false, "", "That is not a number we can check: type one" + (q.unit ? " in " + q.unit : "") +
+                                   ", such as 12.5."];
     if (Math.abs(value - q.answer) <= q.tolerance) return [true, "Correct.", q.why];
     for (var i = 0; i < q.mistakes.length; i++) {
       if (Math.abs(value - q.mistakes[i][0]) <= q.tolerance) return [false, "Not quite.", q.mistakes[i][1]];

@@ -59,6 +59,16 @@ def _describe(x: Any) -> str:
     return repr(x)
 
 
+def _error_text(error: BaseException, limit: int = 500) -> str:
+    """``"Type: message"`` for an error a student's code raised, cut to ``limit`` characters
+    (a Triton traceback runs to pages); never raises, even when ``str(error)`` does."""
+    try:
+        text = f"{type(error).__name__}: {error}"
+    except Exception:  # an exception whose __str__ itself raises
+        text = f"{type(error).__name__} (its message could not be printed)"
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
 def _first_row(x: torch.Tensor) -> list:
     """The first row of ``x`` (its last axis), as a list to print."""
     return x.reshape(-1, x.shape[-1])[0].tolist()
@@ -115,8 +125,8 @@ def _raised(error: Exception, case: Case, expected: torch.Tensor, mistakes: dict
     """The verdict when the student's function raised: the error, and a typical mistake
     that raises the same way, if any."""
     inputs = ", ".join(_describe(a) for a in case.args)
-    message = (f"Case '{case.name}' failed: your function raised {type(error).__name__}: "
-               f"{error}\n  input: {inputs}\n  expected: {_describe(expected)}")
+    message = (f"Case '{case.name}' failed: your function raised {_error_text(error)}"
+               f"\n  input: {inputs}\n  expected: {_describe(expected)}")
     for mistake, wrong in mistakes.items():  # a typical mistake that raises the same way
         try:
             wrong(*case.args)
@@ -655,8 +665,7 @@ def check_triton_tile_update(student) -> Feedback:
         try:
             got = triton_flash.run_tile_update(student, *inputs, allowed, scale)
         except Exception as error:  # the reader's kernel did not run: say why
-            return Feedback(False, f"Case '{name}' failed: your function raised "
-                                   f"{type(error).__name__}: {error}")
+            return Feedback(False, f"Case '{name}' failed: your function raised {_error_text(error)}")
         wrong = [what for what, g, e in zip(("m", "l", "acc"), got, expected) if not _same(g, e)]
         if wrong:
             lines = [f"Case '{name}' failed: {', '.join(wrong)} differ."]
@@ -667,8 +676,13 @@ def check_triton_tile_update(student) -> Feedback:
     q, k, v = (torch.randn(1, 2, n, 32, generator=torch.Generator().manual_seed(5)) for n in (40, 70, 70))
     device = "cpu" if triton_flash.INTERPRETED else "cuda"
     q, k, v = q.to(device), k.to(device), v.to(device)
-    out, _ = triton_flash.triton_attention_lse(q, k, v, is_causal=True, block_m=16, block_n=32,
-                                               update=student)
+    try:  # the whole kernel calls the reader's step on tiles of 16 x 32, not 16 x 16
+        out, _ = triton_flash.triton_attention_lse(q, k, v, is_causal=True, block_m=16, block_n=32,
+                                                   update=student)
+    except Exception as error:
+        return Feedback(False, "Each tile step is right, but the whole kernel (40 queries, 70 keys, causal, "
+                               f"tiles of 16 x 32) raised {_error_text(error)}; does your step assume "
+                               "16 x 16 tiles? Take the sizes from the shapes of q, k_t and v.")
     mask = masks.causal_mask(40, 70, device)
     reference = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
     if not torch.allclose(out, reference, atol=1e-5, rtol=1e-4):

@@ -51,15 +51,21 @@ def plain(text: str) -> str:
 
 def parse_number(text) -> float | None:
     """A reader's answer as a number: ``"1,048,576"``, ``"1 048 576"``, ``"6.5e-3"`` or a
-    number; ``None`` when it is not one. ``quiz.js`` parses the same way."""
+    number; ``None`` when it is not one: other than ASCII digits (``"١٢"``, full-width
+    ``"１２"``), or not finite (``"1e400"``, ``10**400``). ``quiz.js`` parses the same way."""
     if isinstance(text, (int, float)) and not isinstance(text, bool):
-        return float(text)
+        try:
+            value = float(text)
+        except OverflowError:  # an int past the largest float
+            return None
+        return value if math.isfinite(value) else None
     if not isinstance(text, str):
         return None
     cleaned = re.sub(r"[\s,_\u00a0\u202f]", "", text).replace("\u2212", "-")
-    if not re.fullmatch(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?", cleaned):
+    if not re.fullmatch(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?", cleaned):
         return None
-    return float(cleaned)
+    value = float(cleaned)
+    return value if math.isfinite(value) else None
 
 
 @dataclass(frozen=True)
@@ -108,7 +114,7 @@ class MultipleChoice:
         """The verdict on choice ``index`` (``None``: nothing chosen yet)."""
         if index is None:
             return Verdict(False, "Choose one of the answers first.")
-        if not isinstance(index, int) or not 0 <= index < len(self.choices):
+        if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(self.choices):
             raise ValueError(f"index must be a choice's position 0..{len(self.choices) - 1}, got {index!r}")
         choice = self.choices[index]
         return Verdict(choice.correct, ("Correct. " if choice.correct else "Not quite. ") + choice.why)
@@ -148,7 +154,8 @@ class Numeric:
         """The verdict on ``text`` (a number, or what a reader typed)."""
         value = parse_number(text)
         if value is None:
-            return Verdict(False, f"Type a number{' in ' + self.unit if self.unit else ''}, such as 12.5.")
+            return Verdict(False, "That is not a number we can check: type one"
+                                  f"{' in ' + self.unit if self.unit else ''}, such as 12.5.")
         if abs(value - self.answer) <= self.tolerance:
             return Verdict(True, "Correct. " + self.why)
         for mistake, why in self.mistakes:
@@ -183,11 +190,20 @@ def _question_html(dom_id: str, n: int, total: int, question: Question) -> str:
             f'<p class="ac-quiz-feedback" role="status" aria-live="polite"></p></form>')
 
 
+def _check_chapter(chapter) -> None:
+    """Raise unless ``chapter`` is a chapter id (``"ch01"``: letters, digits, ``-``, ``_``): it
+    becomes part of HTML ids and attributes."""
+    if not isinstance(chapter, str) or not re.fullmatch(r"[A-Za-z0-9_-]+", chapter):
+        raise ValueError(f"chapter must be an id of letters, digits, '-' or '_' such as 'ch01', "
+                         f"got {chapter!r}")
+
+
 def static_html(chapter: str, questions) -> str:
     """The website's view of ``questions``: the forms and their data. The book's
     ``_static/quiz/quiz.js`` checks the answers and ``_static/quiz/quiz.css`` styles them,
     on every page that has questions."""
-    dom_id = f"ac-quiz-{chapter}"
+    _check_chapter(chapter)
+    dom_id = html.escape(f"ac-quiz-{chapter}")
     forms = "".join(_question_html(dom_id, n, len(questions), q) for n, q in enumerate(questions))
     payload = json.dumps([q.data() for q in questions]).replace("</", "<\\/")
     return (f'<div class="ac-quiz" id="{dom_id}" data-chapter="{html.escape(chapter)}">{forms}'
@@ -260,6 +276,7 @@ class Quiz:
     """A chapter's questions, shown as the value of a cell (see the module docstring)."""
 
     def __init__(self, chapter: str, questions):
+        _check_chapter(chapter)
         self.chapter = chapter
         self.questions = tuple(questions)
         if not self.questions:

@@ -70,6 +70,9 @@ def head_scores(attentions, attention_mask: torch.Tensor | None = None) -> dict[
                          f"got {tuple(attention_mask.shape)}")
     real = attention_mask.bool().to(w.device)  # (B, T)
     lengths = real.sum(-1)  # (B,)
+    if lengths.device.type != "meta" and (lengths == 0).any():  # a meta tensor holds no values
+        raise ValueError(f"attention_mask must mark at least one real token per sentence, got none in "
+                         f"sentences {torch.nonzero(lengths == 0).flatten().tolist()}")
     pairs = (real[:, 1:] & real[:, :-1]).unsqueeze(1)  # (B, 1, T-1): both tokens real
     last = (lengths - 1).view(1, B, 1, 1, 1).expand(*w.shape[:-1], 1)  # index of [SEP] per sentence
     breadth = attention_entropy(w) / torch.log(lengths.clamp(min=2).to(w.dtype)).view(1, B, 1, 1)

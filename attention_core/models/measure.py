@@ -122,6 +122,9 @@ def fitted_exponent(sizes, values) -> float:
     if min(map(float, sizes)) <= 0 or min(map(float, values)) <= 0:
         raise ValueError(f"sizes and values must be positive (their logarithms are fitted), got "
                          f"sizes {list(sizes)} and values {list(values)}")
+    if len(set(map(float, sizes))) < 2:
+        raise ValueError(f"sizes must hold at least two different sizes (a slope needs them), "
+                         f"got {list(sizes)}")
     xs, ys = [math.log(float(x)) for x in sizes], [math.log(float(y)) for y in values]
     mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
     return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)

@@ -49,7 +49,9 @@ def random_scores(d_k: int, num_rows: int, num_keys: int, scaled: bool, seed: in
 
 
 def score_variance(d_k: int, scaled: bool = False, num_samples: int = 20000, seed: int = 0) -> float:
-    """Sample variance of ``q . k`` (theory: ``d_k`` unscaled, ``1`` scaled)."""
+    """Sample variance of ``q . k`` (theory: ``d_k`` unscaled, ``1`` scaled), over
+    ``num_samples >= 2`` pairs (one sample has no variance: NaN)."""
+    check_positive_int("num_samples", num_samples, minimum=2)
     return random_scores(d_k, num_samples, 1, scaled, seed).var().item()
 
 

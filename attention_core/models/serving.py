@@ -9,6 +9,7 @@ this module holds the data and the experiments of the chapter.
 from __future__ import annotations
 
 import math
+import operator
 
 import torch
 
@@ -54,7 +55,10 @@ def slot_usage(lengths, max_len: int, block_size: int) -> dict[str, float]:
     """
     check_positive_int("max_len", max_len)
     check_positive_int("block_size", block_size)
-    lengths = [int(n) for n in lengths]
+    try:  # whole token counts: int() would truncate 2.7 to 2
+        lengths = [operator.index(n) for n in lengths]
+    except TypeError:
+        raise TypeError(f"lengths must be whole token counts (ints), got {list(lengths)[:8]!r}") from None
     if not lengths or min(lengths) < 1 or max(lengths) > max_len:
         raise ValueError(f"lengths must be non-empty and lie in [1, max_len={max_len}], got "
                          f"{min(lengths, default=None)} .. {max(lengths, default=None)}")
@@ -73,6 +77,11 @@ def request_lengths(num_requests: int, max_len: int = 2048, median: float = 300.
     long (a long right tail, as in public chat logs). Seeded: ``(num_requests,)`` int64."""
     check_positive_int("num_requests", num_requests)
     check_positive_int("max_len", max_len)
+    for name, value in (("median", median), ("spread", spread)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ValueError(f"{name} must be a finite number, got {value!r}")
+    if median <= 0 or spread < 0:
+        raise ValueError(f"median must be > 0 and spread >= 0, got median={median!r}, spread={spread!r}")
     g = torch.Generator().manual_seed(seed)
     logs = math.log(median) + spread * torch.randn(num_requests, generator=g, dtype=torch.float64)
     return logs.exp().round().clamp(1, max_len).long()

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from ..nn._checks import check_positive_int, check_token_ids
+from ..nn._checks import check_is_causal, check_positive_int, check_token_ids
 from ..nn.attention_functions import AttentionFunction
 from ..nn.block import TransformerBlock
 from ..nn.positional import alibi_bias, sinusoidal_encoding
@@ -52,6 +52,10 @@ class SinusoidalPositions(nn.Module):
 
     def __init__(self, max_len: int, embed_dim: int):
         super().__init__()
+        check_positive_int("embed_dim", embed_dim)
+        if embed_dim % 2:  # checked here, not first in forward under another name
+            raise ValueError(f"embed_dim must be even for sinusoidal positions (the d_model of "
+                             f"sinusoidal_encoding: sine and cosine pairs), got {embed_dim}")
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         """``h (B, T, D)`` -> ``h + PE[:T]``, ``(B, T, D)``."""
@@ -112,6 +116,7 @@ class TinyTransformer(nn.Module):
             check_positive_int(name, value)
         if positional not in POSITIONAL:
             raise ValueError(f"positional must be one of {list(POSITIONAL)}, got {positional!r}")
+        check_is_causal(is_causal)
         scheme = POSITIONAL[positional]
         self.vocab_size, self.num_outputs, self.num_heads = vocab_size, num_outputs, num_heads
         self.positional, self.is_causal, self.max_len = positional, is_causal, max_len

@@ -133,8 +133,10 @@ def head_roles(weights: torch.Tensor) -> list[dict[str, float]]:
     Queries where the two look-ups point at the same key (i = T/2) are left out.
     """
     check_tensor("weights", weights, min_dim=4)
-    if weights.dim() != 4 or weights.size(-1) != weights.size(-2):
-        raise ValueError(f"weights must be (B, H, T, T), got {tuple(weights.shape)}")
+    square = weights.dim() == 4 and weights.size(-1) == weights.size(-2)
+    if not square or weights.size(-1) < 3 or 0 in weights.shape:
+        raise ValueError(f"weights must be (B, H, T, T) with B, H >= 1 and T >= 3 (a query whose reverse and "
+                         f"previous keys differ), got {tuple(weights.shape)}")
     B, H, T, _ = weights.shape
     i = torch.tensor([q for q in range(1, T) if T - 1 - q != q - 1],
                      device=weights.device)  # queries with distinct targets

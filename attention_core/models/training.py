@@ -6,6 +6,7 @@ Shape legend: B batch, T sequence length, ``vocab_size`` vocabulary size.
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -49,7 +50,14 @@ def train_model(model: torch.nn.Module, make_batch: Callable[[torch.Generator], 
     hide every bar) and then prints one line, ``desc: N steps, loss first -> last``;
     ``progress=False`` prints nothing.
     """
+    # every check before model.train(): a refused call leaves the model's mode as it was
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     check_positive_int("steps", steps, minimum=0)
+    if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not (math.isfinite(lr) and lr > 0):
+        raise ValueError(f"lr must be a finite number > 0, got {lr!r}")
+    if not callable(loss_fn):
+        raise TypeError(f"loss_fn must be a function (model, batch) -> loss, got {type(loss_fn).__name__}")
     if not callable(make_batch):
         raise TypeError(f"make_batch must be a function of a Generator, got {type(make_batch).__name__}")
     if isinstance(warmup_steps, bool) or not isinstance(warmup_steps, int) or warmup_steps < 0:

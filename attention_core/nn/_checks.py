@@ -28,9 +28,10 @@ def check_token_ids(name: str, ids, vocab_size: int, device, max_len: int | None
     past an embedding table (a raw IndexError, or garbage on a GPU)."""
     if not isinstance(ids, torch.Tensor):
         raise TypeError(f"{name} must be a tensor of token ids, got {type(ids).__name__}")
-    if ids.dim() != 2 or ids.size(1) == 0 or (max_len is not None and ids.size(1) > max_len):
+    if ids.dim() != 2 or 0 in ids.shape or (max_len is not None and ids.size(1) > max_len):
         limit = "" if max_len is None else f" <= {max_len}"
-        raise ValueError(f"{name} must have shape (B, T) with 1 <= T{limit}, got {tuple(ids.shape)}")
+        raise ValueError(f"{name} must have shape (B, T) with B >= 1 and 1 <= T{limit}, "
+                         f"got {tuple(ids.shape)}")
     if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
         raise TypeError(f"{name} must hold integer token ids, got dtype {ids.dtype}")
     check_device(name, ids, device, "the model's parameters")
@@ -188,3 +189,34 @@ def check_dropout_p(dropout_p) -> None:
     """Raise unless ``dropout_p`` lies in ``[0, 1)``."""
     if not (isinstance(dropout_p, (int, float)) and 0.0 <= dropout_p < 1.0):
         raise ValueError(f"dropout_p must lie in [0, 1), got {dropout_p!r}")
+
+
+def check_bool(name: str, value) -> None:
+    """Raise unless ``value`` is True or False (``"no"`` would be truthy, silently)."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False, got {type(value).__name__} {value!r}")
+
+
+def check_eps(name: str, eps) -> None:
+    """Raise unless ``eps`` is a finite number > 0: the one rule for a norm's epsilon
+    (:func:`~attention_core.nn.norms.rms_norm`, ``RMSNorm``, a block's ``LayerNorm``); a negative
+    one turns a row of small values into NaN."""
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not (math.isfinite(eps) and eps > 0):
+        raise ValueError(f"{name} must be a finite number > 0, got {eps!r}")
+
+
+MAX_ALLOCATION_BYTES = 8 * 2**30
+"""The largest tensor a function of the package builds on request: 8 GiB. A request past it
+(``causal_mask(10**7)``, ``KVCache(1000, 1000, 1000, 1000)``) is a typo far more often than
+a plan, and would otherwise stall the machine or die with an out-of-memory error that names
+no argument."""
+
+
+def check_allocation(name: str, numel: int, element_size: int, limit: int = MAX_ALLOCATION_BYTES) -> None:
+    """Raise unless ``numel`` elements of ``element_size`` bytes fit in ``limit`` bytes
+    (:data:`MAX_ALLOCATION_BYTES`), saying how much the request ``name`` would need."""
+    needed = int(numel) * int(element_size)
+    if needed > limit:
+        raise ValueError(f"{name} asks for {numel:,} elements ({needed / 2**30:,.1f} GiB), past the "
+                         f"limit of {limit / 2**30:g} GiB a tensor of this package may take; "
+                         "pass smaller sizes")

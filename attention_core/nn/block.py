@@ -21,12 +21,14 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ._checks import check_dropout, check_positive_int
+from ._checks import check_bool, check_dropout, check_eps, check_positive_int
 from .attention_functions import AttentionFunction
 from .feedforward import ACTIVATIONS, FEED_FORWARDS, feed_forward
 from .kv_cache import HeadCache
+from .latent_attention import LatentKVCache
 from .multihead import MultiHeadAttention
 from .norms import QKNormLinear, RMSNorm
+from .paged import PagedKVCache
 
 __all__ = ["NORMS", "TransformerBlock", "TransformerDecoderBlock"]
 
@@ -69,6 +71,9 @@ def _sublayers(embed_dim: int, num_heads: int, ff_dim: int, dropout: float, acti
     :class:`~attention_core.nn.norms.QKNormLinear` around the same weights (no random
     numbers drawn, so a seed gives the same weights with and without it).
     """
+    check_positive_int("embed_dim", embed_dim)  # before the first norm is built from it
+    check_eps("layer_norm_eps", layer_norm_eps)
+    check_bool("bias", bias)
     norm1 = _norm(norm, embed_dim, layer_norm_eps, bias, factory_kwargs)
     attn = MultiHeadAttention(embed_dim, num_heads, num_kv_heads, bias=bias, dropout=dropout, rope=rope,
                               rope_base=rope_base, attention=attention, **factory_kwargs)
@@ -99,9 +104,11 @@ def _check_stream(attn: MultiHeadAttention, x, attn_mask, kv_cache: HeadCache | 
     """Raise unless the stream ``x (B, T, D)`` and its self-attention ``attn_mask`` fit
     ``attn``, before any sublayer (a pre-norm block's LayerNorm comes first) runs."""
     attn._check_input("x", x)
-    if kv_cache is not None and not isinstance(kv_cache, HeadCache):
+    if kv_cache is not None and (not isinstance(kv_cache, HeadCache)
+                                 or isinstance(kv_cache, (PagedKVCache, LatentKVCache))):
         raise TypeError(f"kv_cache must be a head cache (block.attn.new_cache(B, max_len)) or None, "
-                        f"got {type(kv_cache).__name__}")
+                        f"got {type(kv_cache).__name__} (a PagedKVCache is read by paged_attention, "
+                        "a LatentKVCache by MultiHeadLatentAttention)")
     S = x.size(1) if kv_cache is None else None  # with a cache, S counts the cached tokens too
     attn._check_mask("attn_mask", attn_mask, x.size(0), x.size(1), S)
 

@@ -19,7 +19,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ._checks import check_positive_int
+from ._checks import check_bool, check_device, check_dropout, check_dtype, check_positive_int, check_tensor
 
 __all__ = ["ACTIVATIONS", "FEED_FORWARDS", "GATES", "GatedFeedForward", "feed_forward"]
 
@@ -43,6 +43,8 @@ def feed_forward(embed_dim: int, ff_dim: int, activation: str = "gelu", dropout:
     ``"geglu"`` a :class:`GatedFeedForward`, which has no dropout inside."""
     check_positive_int("embed_dim", embed_dim)
     check_positive_int("ff_dim", ff_dim)
+    check_dropout("dropout", dropout)
+    check_bool("bias", bias)
     factory_kwargs = {"device": device, "dtype": dtype}
     if activation in GATES:
         return GatedFeedForward(embed_dim, ff_dim, activation, bias=bias, **factory_kwargs)
@@ -68,6 +70,7 @@ class GatedFeedForward(nn.Module):
         super().__init__()
         check_positive_int("embed_dim", embed_dim)
         check_positive_int("ff_dim", ff_dim)
+        check_bool("bias", bias)
         if activation not in GATES:
             raise ValueError(f"activation must be one of {sorted(GATES)}, got {activation!r}")
         self.activation = activation
@@ -78,6 +81,12 @@ class GatedFeedForward(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``x (B, T, D)`` -> ``(B, T, D)``, each position alone."""
+        weight = self.gate_proj.weight
+        check_tensor("x", x)
+        if x.size(-1) != weight.size(1):
+            raise ValueError(f"x must end in embed_dim={weight.size(1)}, got shape {tuple(x.shape)}")
+        check_dtype("x", x, weight.dtype, "the module's weights")
+        check_device("x", x, weight.device, "the module's weights")
         hidden = GATES[self.activation](self.gate_proj(x)) * self.up_proj(x)  # (B, T, F): gated
         return self.down_proj(hidden)  # (B, T, F) -> (B, T, D)
 

@@ -20,7 +20,14 @@ import math
 
 import torch
 
-from ._checks import check_attn_mask, check_positive_int, check_qkv, check_scale
+from ._checks import (
+    check_attn_mask,
+    check_is_causal,
+    check_positive_int,
+    check_qkv,
+    check_scale,
+    check_tensor,
+)
 from .functional import NEG_INF, upcast
 from .masks import causal_mask
 
@@ -35,8 +42,9 @@ def online_softmax(scores: torch.Tensor, block_size: int):
     float16/bfloat16 scores are summed in float32; the weights come back in their dtype.
     """
     check_positive_int("block_size", block_size)
-    if scores.dim() != 1:
-        raise ValueError(f"scores must be one row (S,), got shape {tuple(scores.shape)}")
+    check_tensor("scores", scores)  # an integer row would give zeros, as softmax refuses it
+    if scores.dim() != 1 or scores.numel() == 0:
+        raise ValueError(f"scores must be one row (S,) with S >= 1, got shape {tuple(scores.shape)}")
     dtype, scores = scores.dtype, upcast(scores)
     m, l, trace = NEG_INF, 0.0, []
     for start in range(0, scores.numel(), block_size):
@@ -82,6 +90,7 @@ def flash_attention_lse(query: torch.Tensor, key: torch.Tensor, value: torch.Ten
     inputs' dtype.
     """
     check_qkv(query, key, value)
+    check_is_causal(is_causal)
     check_positive_int("block_q", block_q)
     check_positive_int("block_k", block_k)
     check_scale(scale)

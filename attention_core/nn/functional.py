@@ -78,6 +78,9 @@ def softmax(scores: torch.Tensor, dim: int = -1, inplace: bool = False) -> torch
     """
     check_tensor("scores", scores)
     check_dim("dim", dim, scores)
+    if scores.size(dim) == 0:
+        raise ValueError(f"scores must have at least one entry along dim={dim}, "
+                         f"got shape {tuple(scores.shape)}")
     if scores.dtype in LOW_PRECISION:
         weights = softmax(scores.float(), dim)
         if inplace and not (scores.requires_grad and torch.is_grad_enabled()):
@@ -96,6 +99,7 @@ def softmax(scores: torch.Tensor, dim: int = -1, inplace: bool = False) -> torch
 def apply_mask_(scores: torch.Tensor, attn_mask=None, is_causal: bool = False) -> torch.Tensor:
     """Apply a boolean (True = may attend) or additive float mask to ``scores`` in place."""
     check_tensor("scores", scores, min_dim=2)
+    check_is_causal(is_causal)
     L, S = scores.shape[-2:]
     if is_causal:
         scores.masked_fill_(~causal_mask(L, S, device=scores.device), float("-inf"))
@@ -115,6 +119,8 @@ def masked_softmax_(scores: torch.Tensor) -> torch.Tensor:
     its weights are uniform for a moment, then zeroed, and no gradient reaches it.
     """
     check_tensor("scores", scores, min_dim=1)
+    if scores.size(-1) == 0:
+        raise ValueError(f"scores must have at least one key (S >= 1), got shape {tuple(scores.shape)}")
     dead = scores.detach().amax(-1, keepdim=True) == NEG_INF  # (..., L, 1): no key left
     scores.masked_fill_(dead, 0.0)
     weights = softmax(scores, inplace=True)  # (..., L, S); no second L x S buffer
@@ -139,6 +145,7 @@ def eager_attention(
     bfloat16 are computed in float32 (:func:`upcast`).
     """
     check_qkv(query, key, value)
+    check_is_causal(is_causal)
     dtype = query.dtype
     query, key, value = (upcast(x) for x in (query, key, value))
     scale = 1.0 / math.sqrt(query.size(-1)) if scale is None else scale

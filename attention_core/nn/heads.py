@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from ._checks import check_positive_int, check_tensor
+from ._checks import check_allocation, check_positive_int, check_tensor
 from .functional import scaled_dot_product_attention
 from .masks import causal_mask
 
@@ -58,6 +58,7 @@ def repeat_kv(x: torch.Tensor, num_groups: int) -> torch.Tensor:
     if num_groups == 1:
         return x
     B, Hkv, S, E = x.shape
+    check_allocation("repeat_kv(x, num_groups)", x.numel() * num_groups, x.element_size())
     x = x.unsqueeze(2).expand(B, Hkv, num_groups, S, E)  # (B, Hkv, S, E) -> (B, Hkv, G, S, E), no copy
     return x.reshape(B, Hkv * num_groups, S, E)  # (B, Hkv, G, S, E) -> (B, H, S, E)
 

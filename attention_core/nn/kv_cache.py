@@ -20,11 +20,19 @@ cached length (the keys a new query attends to), E head dim (d_k).
 
 from __future__ import annotations
 
+import math
 from typing import Protocol, runtime_checkable
 
 import torch
 
-from ._checks import check_device, check_dtype, check_float_dtype, check_positive_int, check_tensor
+from ._checks import (
+    check_allocation,
+    check_device,
+    check_dtype,
+    check_float_dtype,
+    check_positive_int,
+    check_tensor,
+)
 
 __all__ = ["Cache", "HeadCache", "KVCache", "RollingKVCache", "kv_cache_bytes", "streaming_mask"]
 
@@ -101,6 +109,8 @@ class KVCache(HeadCache):
             check_positive_int(name, value)
         check_float_dtype("dtype", dtype)
         shape = (batch_size, num_kv_heads, max_len, head_dim)
+        check_allocation("KVCache(batch_size, num_kv_heads, head_dim, max_len)", 2 * math.prod(shape),
+                         dtype.itemsize)  # keys and values
         self.keys = torch.zeros(shape, dtype=dtype, device=device)
         self.values = torch.zeros(shape, dtype=dtype, device=device)
         self.length = 0
@@ -137,10 +147,16 @@ class KVCache(HeadCache):
 def crop_length(cache: Cache, length: int) -> None:
     """Set ``cache.length`` back to ``length``, checked to lie in ``[0, cache.length]``: the
     ``crop`` of the caches that hold positions in order (:class:`KVCache`,
-    :class:`~attention_core.nn.latent_attention.LatentKVCache`)."""
+    :class:`~attention_core.nn.latent_attention.LatentKVCache`). A :class:`RollingKVCache` that
+    has wrapped is refused: the positions it would go back to are overwritten."""
     if isinstance(length, bool) or not isinstance(length, int) or not 0 <= length <= cache.length:
         raise ValueError(f"length must be an int in [0, {cache.length}] (the positions cached), "
                          f"got {length!r}")
+    capacity = getattr(cache, "num_sinks", 0) + getattr(cache, "window", cache.length)
+    if length < cache.length and cache.length > capacity:  # a RollingKVCache that has wrapped
+        raise ValueError(f"cache: a RollingKVCache that has wrapped ({cache.length} positions appended, "
+                         f"{capacity} slots) has overwritten the positions before the last {capacity}, so it "
+                         f"cannot be cropped back to length={length}; reset() it and append again")
     cache.length = length
 
 
@@ -197,6 +213,8 @@ class RollingKVCache(HeadCache):
         check_float_dtype("dtype", dtype)
         self.window, self.num_sinks = window, num_sinks
         shape = (batch_size, num_kv_heads, num_sinks + window, head_dim)  # sinks, then the ring
+        check_allocation("RollingKVCache(batch_size, num_kv_heads, head_dim, window + num_sinks)",
+                         2 * math.prod(shape), dtype.itemsize)
         self.keys = torch.zeros(shape, dtype=dtype, device=device)
         self.values = torch.zeros(shape, dtype=dtype, device=device)
         self.length = 0

@@ -38,6 +38,7 @@ import torch
 from torch import nn
 
 from ._checks import (
+    check_allocation,
     check_attn_mask,
     check_base,
     check_device,
@@ -74,6 +75,8 @@ class LatentKVCache(Cache):
         check_positive_int("rope_dim", rope_dim, minimum=0)
         check_float_dtype("dtype", dtype)
         self.kv_latent_dim, self.rope_dim = kv_latent_dim, rope_dim
+        check_allocation("LatentKVCache(batch_size, kv_latent_dim + rope_dim, max_len)",
+                         batch_size * max_len * (kv_latent_dim + rope_dim), dtype.itemsize)
         self.buffer = torch.zeros(batch_size, max_len, kv_latent_dim + rope_dim, dtype=dtype, device=device)
         self.length = 0
 

@@ -31,7 +31,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from ._checks import check_device, check_positive_int, check_qkv, check_scale, check_tensor
+from ._checks import check_device, check_is_causal, check_positive_int, check_qkv, check_scale, check_tensor
 from .functional import eager_attention, upcast
 
 __all__ = ["FEATURE_MAPS", "elu_feature_map", "kernel_attention_weights", "linear_attention",
@@ -68,6 +68,8 @@ def kernel_attention_weights(query: torch.Tensor, key: torch.Tensor, feature_map
     Quadratic in length: this is the *definition* (and the reference in the tests),
     not the way to compute; :func:`linear_attention` gives ``A @ V`` without A.
     """
+    check_qkv(query, key, key)  # the keys stand in for values: shapes, dtype, device
+    check_is_causal(is_causal)
     phi = _resolve(feature_map)
     scores = phi(upcast(query)) @ phi(upcast(key)).transpose(-2, -1)  # (..., L, S)
     if is_causal:
@@ -99,6 +101,7 @@ def linear_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
         point. float16 and bfloat16 are computed in float32 and returned in their dtype.
     """
     check_qkv(query, key, value)
+    check_is_causal(is_causal)
     check_positive_int("chunk_size", chunk_size)
     phi = _resolve(feature_map)
     if is_causal and key.size(-2) != query.size(-2):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from ._checks import check_positive_int
+from ._checks import check_allocation, check_positive_int
 
 __all__ = ["causal_mask", "padding_mask", "sliding_window_mask"]
 
@@ -30,6 +30,7 @@ def causal_mask(L: int, S: int | None = None, device=None) -> torch.Tensor:
     check_positive_int("L", L)
     S = L if S is None else S
     check_positive_int("S", S)
+    check_allocation("causal_mask(L, S)", L * S, 1)
     i = torch.arange(L, device=device).unsqueeze(1)  # (L, 1)
     j = torch.arange(S, device=device).unsqueeze(0)  # (1, S)
     return j <= i + (S - L)  # (L, S)
@@ -43,7 +44,10 @@ def padding_mask(lengths, S: int, device=None) -> torch.Tensor:
     device of ``lengths`` (the CPU for a list).
     """
     check_positive_int("S", S)
-    lengths = torch.as_tensor(lengths)
+    try:
+        lengths = torch.as_tensor(lengths)
+    except (TypeError, ValueError, RuntimeError):
+        raise TypeError(f"lengths must be a 1-D integer sequence, got {type(lengths).__name__}") from None
     if lengths.dim() != 1 or lengths.dtype.is_floating_point or lengths.dtype == torch.bool:
         raise ValueError(
             f"lengths must be a 1-D integer sequence, got shape {tuple(lengths.shape)} "
@@ -67,6 +71,7 @@ def sliding_window_mask(L: int, window: int, causal: bool = False, device=None) 
     """
     check_positive_int("L", L)
     check_positive_int("window", window)
+    check_allocation("sliding_window_mask(L)", L * L, 1)
     i = torch.arange(L, device=device).unsqueeze(1)  # (L, 1)
     j = torch.arange(L, device=device).unsqueeze(0)  # (1, L)
     offset = i - j  # (L, L): how far key j lies behind query i

@@ -19,6 +19,7 @@ from torch import nn
 from ._checks import (
     check_attn_mask,
     check_base,
+    check_bool,
     check_device,
     check_dropout,
     check_dtype,
@@ -29,6 +30,8 @@ from ._checks import (
 from .attention_functions import ATTENTION_FUNCTIONS, AttentionFunction, AttentionKernel
 from .heads import merge_heads, repeat_kv, split_heads
 from .kv_cache import HeadCache, KVCache
+from .latent_attention import LatentKVCache
+from .paged import PagedKVCache
 from .positional import apply_rotary
 
 __all__ = ["MultiHeadAttention", "mean_pool_kv_heads"]
@@ -112,6 +115,7 @@ class MultiHeadAttention(nn.Module):
         super().__init__()
         num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
         _check_args(embed_dim, num_heads, num_kv_heads, dropout, rope, rope_base, dtype)
+        check_bool("bias", bias)
         self.embed_dim, self.num_heads, self.num_kv_heads = embed_dim, num_heads, num_kv_heads
         self.head_dim = embed_dim // num_heads
         self.dropout, self.rope, self.rope_base = dropout, rope, rope_base
@@ -221,9 +225,13 @@ class MultiHeadAttention(nn.Module):
         if key.shape[:2] != value.shape[:2] or key.size(0) != query.size(0):
             raise ValueError(f"query {tuple(query.shape)}, key {tuple(key.shape)} and value "
                              f"{tuple(value.shape)} must share B, and key/value must share S")
-        if kv_cache is not None and not isinstance(kv_cache, HeadCache):
+        # a paged or latent cache has an append too, of other arguments ('append() missing v')
+        if kv_cache is not None and (not isinstance(kv_cache, HeadCache)
+                                     or isinstance(kv_cache, (PagedKVCache, LatentKVCache))):
             raise TypeError(f"kv_cache must be a head cache (KVCache, RollingKVCache: "
-                            f"layer.new_cache(B, max_len)) or None, got {type(kv_cache).__name__}")
+                            f"layer.new_cache(B, max_len)) or None, got {type(kv_cache).__name__} "
+                            "(a PagedKVCache is read by paged_attention, a LatentKVCache by "
+                            "MultiHeadLatentAttention)")
         S = key.size(1) if kv_cache is None else None
         self._check_mask("attn_mask", attn_mask, query.size(0), query.size(1), S)
 
@@ -261,6 +269,8 @@ def mean_pool_kv_heads(mha: MultiHeadAttention, num_kv_heads: int) -> MultiHeadA
     short "uptraining" to recover the original quality. The result is on ``mha``'s
     device and in its dtype.
     """
+    if not isinstance(mha, MultiHeadAttention):
+        raise TypeError(f"mha must be a MultiHeadAttention, got {type(mha).__name__}")
     H, E = mha.num_heads, mha.head_dim
     if mha.num_kv_heads != H:
         raise ValueError(f"mha must be plain MHA (num_kv_heads == num_heads), got "

@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ._checks import check_positive_int, check_tensor
+from ._checks import check_bool, check_device, check_eps, check_positive_int, check_tensor
 
 __all__ = ["QKNormLinear", "RMSNorm", "rms_norm"]
 
@@ -28,6 +28,7 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor | None = None, eps: float = 1
     (D,)``: ``x / sqrt(mean(x**2) + eps) * weight``. Computed in float32 (at least) and
     returned in ``x``'s dtype, so half-precision inputs do not overflow in ``x**2``."""
     check_tensor("x", x)
+    check_eps("eps", eps)
     dtype = torch.promote_types(x.dtype, torch.float32)
     h = x.to(dtype)
     h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)  # (..., D): root mean square 1
@@ -42,13 +43,14 @@ class RMSNorm(nn.Module):
     def __init__(self, dim: int, eps: float = 1e-6, device=None, dtype=None):
         super().__init__()
         check_positive_int("dim", dim)
-        if not eps >= 0:
-            raise ValueError(f"eps must be >= 0, got {eps!r}")
+        check_eps("eps", eps)
         self.eps = eps
         self.weight = nn.Parameter(torch.ones(dim, device=device, dtype=dtype))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``x (..., dim)`` -> ``(..., dim)``."""
+        check_tensor("x", x)
+        check_device("x", x, self.weight.device, "the module's weight")
         if x.size(-1) != self.weight.numel():
             raise ValueError(f"x must end in dim={self.weight.numel()}, got shape {tuple(x.shape)}")
         return rms_norm(x, self.weight, self.eps)
@@ -72,8 +74,10 @@ class QKNormLinear(nn.Linear):
 
     def __init__(self, in_features: int, num_heads: int, head_dim: int, bias: bool = True,
                  eps: float = 1e-6, device=None, dtype=None):
+        check_positive_int("in_features", in_features)
         check_positive_int("num_heads", num_heads)
         check_positive_int("head_dim", head_dim)
+        check_bool("bias", bias)
         super().__init__(in_features, num_heads * head_dim, bias=bias, device=device, dtype=dtype)
         self.head_dim = head_dim
         self.norm = RMSNorm(head_dim, eps, device=device, dtype=dtype)

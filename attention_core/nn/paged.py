@@ -18,7 +18,14 @@ import math
 
 import torch
 
-from ._checks import check_device, check_float_dtype, check_positive_int, check_tensor
+from ._checks import (
+    check_allocation,
+    check_device,
+    check_float_dtype,
+    check_is_causal,
+    check_positive_int,
+    check_tensor,
+)
 from .heads import grouped_query_attention
 from .kv_cache import Cache, check_new_entries
 
@@ -48,6 +55,8 @@ class PagedKVCache(Cache):
         check_float_dtype("dtype", dtype)
         self.block_size = block_size
         shape = (num_blocks, num_kv_heads, block_size, head_dim)
+        check_allocation("PagedKVCache(num_blocks, block_size, num_kv_heads, head_dim)", 2 * math.prod(shape),
+                         dtype.itemsize)
         self.keys = torch.zeros(shape, dtype=dtype, device=device)
         self.values = torch.zeros(shape, dtype=dtype, device=device)
         self._empty_tables()
@@ -176,6 +185,7 @@ def paged_attention(query: torch.Tensor, cache: PagedKVCache, seqs, is_causal: b
     ``(output (B, H, L, E), weights (B, H, L, S))``, S the longest sequence padded to blocks.
     """
     seqs = _check_paged_inputs(query, cache, seqs)
+    check_is_causal(is_causal)
     keys, values, lengths = cache.gather(seqs)  # (B, Hkv, S, E), (B,)
     L, S = query.size(2), keys.size(2)
     j = torch.arange(S, device=keys.device).view(1, 1, S)  # (1, 1, S)

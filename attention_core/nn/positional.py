@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import torch
 
-from ._checks import check_base, check_float_dtype, check_positive_int, check_tensor
+from ._checks import check_allocation, check_base, check_float_dtype, check_positive_int, check_tensor
 
 __all__ = ["alibi_bias", "alibi_slopes", "apply_rotary", "sinusoidal_encoding", "sinusoidal_shift_matrix"]
 
@@ -46,6 +46,7 @@ def sinusoidal_encoding(num_positions: int, d_model: int, base: float = 10000.0,
     check_positive_int("num_positions", num_positions)
     _check_even("d_model", d_model)
     check_float_dtype("dtype", dtype)
+    check_allocation("sinusoidal_encoding(num_positions, d_model)", num_positions * d_model, 8)  # in float64
     angles = torch.arange(num_positions, dtype=torch.float64).unsqueeze(1) * _frequencies(
         d_model, base)  # (T, D/2)
     pe = torch.stack((angles.sin(), angles.cos()), dim=-1)  # (T, D/2, 2)

@@ -118,7 +118,7 @@ def make_score(name: str, query_dim: int, key_dim: int, attn_dim: int | None = N
     """The score module called ``name`` (see :data:`SCORES`); ``attn_dim`` (default
     ``query_dim``) sizes the hidden layer of the additive and concat scores."""
     if name not in SCORES:
-        raise ValueError(f"score must be one of {sorted(SCORES)}, got {name!r}")
+        raise ValueError(f"name: the score must be one of {sorted(SCORES)}, got {name!r}")
     attn_dim = query_dim if attn_dim is None else attn_dim
     return SCORES[name](query_dim, key_dim, attn_dim)
 

@@ -21,7 +21,14 @@ import math
 
 import torch
 
-from ._checks import check_attn_mask, check_positive_int, check_qkv, check_scale, check_tensor
+from ._checks import (
+    check_attn_mask,
+    check_is_causal,
+    check_positive_int,
+    check_qkv,
+    check_scale,
+    check_tensor,
+)
 from .functional import NEG_INF, apply_mask_, masked_softmax_, softmax, upcast
 from .masks import sliding_window_mask
 
@@ -219,6 +226,7 @@ def sliding_window_attention(query: torch.Tensor, key: torch.Tensor, value: torc
         float16 and bfloat16 inputs are computed in float32, output in their dtype.
     """
     check_qkv(query, key, value)
+    check_is_causal(is_causal)
     check_positive_int("window", window)
     check_scale(scale)
     T = query.size(-2)

@@ -262,7 +262,12 @@ class Explorer:
         for name in values:
             if name not in self._specs:
                 raise ValueError(f"unknown control {name!r}; controls are {list(self._specs)}")
-        self.values = self._clamped(values)
+        new = self._clamped(values)
+        for name, value in values.items():  # a value off the control would draw a frame no reader sees
+            if value not in self.options(name, new):
+                raise ValueError(f"{name} must be one of the control's values {self.options(name, new)}, "
+                                 f"got {value!r}")
+        self.values = new
         self.layout("wide").show(self.compute(**self.values))
         png = png_bytes(self.figure, small, draw=False)
         self._png = None if small else png
