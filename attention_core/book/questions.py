@@ -431,6 +431,7 @@ def ch07():
     scores = u @ W @ e.T
     w = functional.softmax(scores)
     dot = functional.softmax(u @ e.T)
+    bits = 12 * math.log2(14)  # a 12-word sentence from a 14-word vocabulary
     return [
         _mc("Which decoder state is Bahdanau attention's query?",
             ("The previous state u_{t−1}; the context then goes into the recurrent step", True,
@@ -457,13 +458,16 @@ def ch07():
             ("The decoder states", False, "The decoder state asks; the source sentence answers."),
             ("The target words y_t", False, "Those are what the decoder predicts, not what it reads.")),
         _mc("A model without attention translates short sentences well and long ones badly. What does "
-            "the chapter conclude?",
-            ("Packing a whole sentence into one vector is hard to learn; attention gives a fresh context "
-             "each step", True,
-             "The fixed vector has room in bits; the limit is learning to pack and unpack it."),
+            "the chapter suggest?",
+            ("Packing a whole sentence into one vector is likely hard to learn; attention gives a fresh "
+             "context each step", True,
+             f"Room in bits is not obviously the limit ({bits:.0f} bits for 12 words, 64 real numbers "
+             "in the vector); the likely reading, which the chapter's exercise tests by widening the "
+             "vector, is that packing and unpacking is hard to learn."),
             ("The vector has too few bits to hold 12 words", False,
-             "A vector of floats has far more bits than a 12-word sentence needs; capacity is not what "
-             "fails."),
+             f"Twelve words of a 14-word vocabulary carry about {bits:.0f} bits and the vector holds 64 "
+             "real numbers, so room is not obviously short; the chapter does not blame capacity, "
+             "though it does not rule it out."),
             ("Long sentences need more training data, nothing else", False,
              "With attention, the same data suffices: the architecture is what changes.")),
     ]
