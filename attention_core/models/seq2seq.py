@@ -39,7 +39,7 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from ..nn._checks import check_positive_int, check_token_ids
+from ..nn._checks import check_positive_int, check_tensor, check_token_ids
 from ..nn.scoring import AdditiveScore, DotScore, GeneralScore, make_score
 from .seeding import seeded
 from .training import train_model
@@ -181,6 +181,11 @@ def luong_step(model, y, state, h, mask, fixed_context):
 def gru_steps(cell: nn.GRUCell, inputs: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
     """``cell`` applied along the time axis of ``inputs (B, T, in)`` from ``state (B, Dh)``,
     in one call: the states ``u_1 ... u_T`` as ``(B, T, Dh)``."""
+    if not isinstance(cell, nn.GRUCell):
+        raise TypeError(f"cell must be a torch.nn.GRUCell, got {type(cell).__name__}")
+    check_tensor("inputs", inputs, min_dim=3)
+    if inputs.dim() != 3 or inputs.shape[-1] != cell.input_size:
+        raise ValueError(f"inputs must be (B, T, {cell.input_size}) for this cell, got {tuple(inputs.shape)}")
     weights = [cell.weight_ih, cell.weight_hh, cell.bias_ih, cell.bias_hh]
     out, _ = torch.gru(inputs, state.unsqueeze(0), weights, True, 1, 0.0, False, False, True)
     return out
@@ -193,6 +198,9 @@ def source_attention(score: nn.Module, h: torch.Tensor, mask: torch.Tensor):
     source alone is computed once: the padding mask as a bias, and the keys' half of the
     additive (``e W_h``) and general (``e W^T``) scores. The dot, general and additive scores
     of all T queries are one batched operation; any other score sees one query at a time."""
+    if not isinstance(score, nn.Module):
+        raise TypeError(f"score must be a score module (nn.scoring), got {type(score).__name__}")
+    check_tensor("h", h, min_dim=3)
     bias, empty = _mask_bias(mask, h.dtype)
     if isinstance(score, DotScore):
         scores = lambda queries: queries @ h.transpose(1, 2)  # u e^T: (B, T, S)
