@@ -25,7 +25,12 @@ from jupyter_cache.base import CacheBundleIn
 from jupyter_cache.executors.utils import single_nb_execution
 
 ROOT = Path(__file__).resolve().parents[1]
-from website_kernel import error_outputs_of_notebook, install_kernelspec, website_kernel_name  # noqa: E402  (_ext/, beside this file)
+from website_kernel import (  # noqa: E402  (_ext/, beside this file)
+    error_outputs_of_notebook,
+    install_kernelspec,
+    kernel_aliases,
+    map_kernel,
+)
 
 
 def notebooks() -> list[Path]:
@@ -37,15 +42,12 @@ def notebooks() -> list[Path]:
 def main() -> int:
     config = yaml.safe_load((ROOT / "_config.yml").read_text())
     timeout = config["execute"]["timeout"]  # the hang guard of _config.yml, as myst-nb uses it
-    aliases = config["sphinx"]["config"].get("nb_kernel_rgx_aliases", {})
+    aliases = kernel_aliases(ROOT)
     install_kernelspec()
     cache = get_cache(ROOT / "_build" / ".jupyter_cache")
     todo = []
-    for path in notebooks():
-        nb = nbformat.read(path, nbformat.NO_CONVERT)
-        spec = nb.metadata.get("kernelspec", {})
-        if "name" in spec:  # myst-nb maps the kernel before it looks in the cache
-            spec["name"] = website_kernel_name(spec["name"], aliases)
+    for path in notebooks():  # myst-nb maps the kernel before it looks in the cache
+        nb = map_kernel(nbformat.read(path, nbformat.NO_CONVERT), aliases)
         try:
             cache.match_cache_notebook(nb)
         except KeyError:

@@ -62,6 +62,23 @@ def website_kernel_name(kernel_name: str, aliases: dict[str, str]) -> str:
     return kernel_name
 
 
+def map_kernel(nb, aliases: dict[str, str]):
+    """``nb`` with its kernelspec mapped by ``aliases`` (:func:`website_kernel_name`), in
+    place, as myst-nb maps it before it looks in the cache; returns ``nb``."""
+    spec = nb.metadata.get("kernelspec", {})
+    if "name" in spec:
+        spec["name"] = website_kernel_name(spec["name"], aliases)
+    return nb
+
+
+def kernel_aliases(root: Path) -> dict[str, str]:
+    """The book's kernel map, ``nb_kernel_rgx_aliases`` in ``root/_config.yml``."""
+    import yaml
+
+    config = yaml.safe_load((root / "_config.yml").read_text())
+    return config["sphinx"]["config"].get("nb_kernel_rgx_aliases", {})
+
+
 def error_outputs_of_notebook(nb) -> list[str]:
     """``"name: value"`` of every error output of an executed notebook ``nb``."""
     return [f"{out.get('ename')}: {out.get('evalue')}" for cell in nb.cells

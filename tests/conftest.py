@@ -102,6 +102,9 @@ def website():
         yield
 
 
+BROWSER_OWN_URLS = ("data:", "blob:", "about:", "chrome:", "chrome-extension:", "chrome-untrusted:")
+"""Requests to these are the browser's own (its new-tab page, inline data), never the network."""
+
 CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                   "--disable-component-update", "--no-first-run", "--disable-sync",
                   "--disable-dev-shm-usage",

@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from conftest import CHAPTERS, ROOT, chromium, need_chromium
+from conftest import BROWSER_OWN_URLS, CHAPTERS, ROOT, chromium, need_chromium
 
 need_chromium()
 
@@ -108,8 +108,7 @@ def test_page_is_self_contained_and_renders(server, browser, name):
     errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
     assert not errors, errors
     # chrome:// URLs are the browser's own pages (its new tab), not network requests
-    outside = [u for u in requested_urls(browser) if not u.startswith(
-        (server, "data:", "blob:", "about:", "chrome:", "chrome-extension:"))]
+    outside = [u for u in requested_urls(browser) if not u.startswith((server, *BROWSER_OWN_URLS))]
     assert not outside, f"requests that left the site: {outside}"
     screenshot(browser, name)
 

@@ -14,6 +14,9 @@ from nbclient import NotebookClient
 
 from conftest import ROOT, SITE
 
+sys.path.insert(0, str(ROOT / "_ext"))
+import website_kernel  # the build's kernel map: the cache is keyed by it
+
 pytestmark = pytest.mark.book  # builds books: the real one, and tiny ones with its configuration
 
 JB = Path(sys.executable).with_name("jupyter-book")
@@ -79,8 +82,10 @@ def fresh_runs(site):
 
 @pytest.mark.parametrize("chapter", FRESH)
 def test_a_fresh_run_of_the_reader_notebook_prints_the_same_numbers_as_the_build(fresh_runs, chapter):
-    cache = get_cache(ROOT / "_build" / ".jupyter_cache")  # what the build executed
-    _, built = cache.merge_match_into_file(ROOT / "chapters" / f"{chapter}.ipynb")
+    cache = get_cache(ROOT / "_build" / ".jupyter_cache")  # what the build executed, in its kernel
+    source = nbformat.read(ROOT / "chapters" / f"{chapter}.ipynb", 4)
+    source = website_kernel.map_kernel(source, website_kernel.kernel_aliases(ROOT))
+    _, built = cache.merge_match_into_notebook(source)
     fresh = fresh_runs[chapter].result()  # raises the chapter's error if its fresh run failed
     fresh_text, built_text = text_outputs(fresh), text_outputs(built)
     assert set(fresh_text) == set(built_text), "the reader notebook's code cells are not the chapter's"

@@ -29,7 +29,7 @@ import threading
 import pytest
 import torch
 
-from conftest import ROOT, chromium, need_chromium
+from conftest import BROWSER_OWN_URLS, ROOT, chromium, need_chromium
 
 pytestmark = [pytest.mark.book, pytest.mark.browser]
 
@@ -128,7 +128,7 @@ def outside_requests(driver, server):
         message = json.loads(entry["message"])["message"]
         if message["method"] == "Network.requestWillBeSent":
             urls.append(message["params"]["request"]["url"])
-    return [u for u in urls if not u.startswith((server, "data:", "blob:", "about:", "chrome:"))]
+    return [u for u in urls if not u.startswith((server, *BROWSER_OWN_URLS))]
 
 
 def wait(driver, script, timeout=60):
@@ -167,7 +167,12 @@ def type_sentence(driver, text):
     driver.execute_script("window.attentionLab.problem = undefined")  # the page sets it: null or a kind
     box = driver.find_element(By.ID, "lab-text")
     box.clear()
-    box.send_keys(text + Keys.ENTER)
+    if any(ord(c) > 0xFFFF for c in text):  # ChromeDriver types only the Basic Multilingual Plane
+        driver.execute_script("arguments[0].value = arguments[1];"
+                              " arguments[0].dispatchEvent(new Event('input', {bubbles: true}))", box, text)
+        box.send_keys(Keys.ENTER)
+    else:
+        box.send_keys(text + Keys.ENTER)
     wait(driver, "return window.attentionLab.problem !== undefined")
     return driver.execute_script(
         "const s = window.attentionLab; return {ids: s.ids, L: s.L, problem: s.problem, message: s.message,"
