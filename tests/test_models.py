@@ -212,3 +212,19 @@ def test_token_accuracy_in_chunks_equals_one_pass():
         one_pass = (model(x)[0].argmax(-1) == y).float().mean().item()
     assert 0.0 < one_pass < 1.0  # an untrained model: some tokens right, some wrong
     assert token_accuracy(model, x, y) == pytest.approx(one_pass, abs=1e-12)
+
+
+def test_token_accuracy_from_position_counts_only_later_positions():
+    """from_position=2 scores positions 2 .. T-1 (chapter 10 skips copy-back's filler
+    targets), while the model still reads the whole sequence."""
+    torch.manual_seed(0)
+    model = TinyTransformer(16, 24, embed_dim=32, num_heads=2, num_outputs=1, positional="rope",
+                            is_causal=True).eval()
+    x, y = copy_back_batch(250, 24, 16, 2, torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        later = (model(x)[0].argmax(-1)[:, 2:] == y[:, 2:]).float().mean().item()
+        hits = model(x)[0].argmax(-1) == y
+    assert token_accuracy(model, x, y, from_position=2) == pytest.approx(later, abs=1e-12)
+    # all positions = the two filler positions and the 22 later ones, weighted by count
+    first = hits[:, :2].float().mean().item()
+    assert token_accuracy(model, x, y) == pytest.approx((2 * first + 22 * later) / 24, abs=1e-6)

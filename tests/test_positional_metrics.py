@@ -1,5 +1,6 @@
 import math
 
+import pytest
 import torch
 from torch.testing import assert_close
 
@@ -8,6 +9,7 @@ from attention_core import (
     alibi_slopes,
     apply_rotary,
     kv_cache_bytes,
+    ntk_aware_base,
     sinusoidal_encoding,
     sinusoidal_shift_matrix,
 )
@@ -75,6 +77,30 @@ def test_sinusoidal_wavelengths_run_from_2pi_to_base_times_2pi():
     assert wavelengths[-1] < 10000 * 2 * math.pi
     ratios = wavelengths[1:] / wavelengths[:-1]
     assert_close(ratios, torch.full_like(ratios, ratios[0].item()))  # geometric
+
+
+def test_ntk_aware_base_keeps_the_fastest_pair_and_slows_the_slowest():
+    """YaRN's (Peng et al. 2023, sec. 3.1) NTK-aware base b' = b * s**(D/(D-2)): pair 0
+    still turns 1 radian a position, the last pair s times slower; so rotating position
+    s*p with the new base equals rotating p with the old one in the last pair, while
+    position interpolation (positions / s) equals it in every pair."""
+    D, s, base = 64, 4.0, 10000.0
+    new = ntk_aware_base(base, s, D)
+    assert new == pytest.approx(10000.0 * 4.0 ** (64 / 62))
+    old_theta, new_theta = _frequencies(D, base), _frequencies(D, new)
+    assert new_theta[0].item() == 1.0 and old_theta[0].item() == 1.0
+    assert (old_theta[-1] / new_theta[-1]).item() == pytest.approx(s, rel=1e-12)
+    assert torch.all(new_theta <= old_theta)  # every pair turns slower or the same
+    x = torch.randn(3, 8, D, dtype=torch.float64)
+    p = torch.arange(8, dtype=torch.float64)
+    last = slice(D - 2, D)
+    assert_close(apply_rotary(x, s * p, base=new)[..., last], apply_rotary(x, p)[..., last])
+    assert_close(apply_rotary(x, s * p / s), apply_rotary(x, p))  # interpolation, every pair
+    assert ntk_aware_base(base, 1, D) == base  # no stretch, no change
+    for bad, name in (((base, 0.5, D), "scale"), ((base, 2.0, 7), "dim"), ((1.0, 2.0, D), "base"),
+                      ((base, 2.0, 2), "dim")):
+        with pytest.raises(ValueError, match=name):
+            ntk_aware_base(*bad)
 
 
 def test_alibi_slopes_follow_the_paper():

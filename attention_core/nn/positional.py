@@ -14,11 +14,14 @@ H heads, L query length, S key length.
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from ._checks import check_allocation, check_base, check_float_dtype, check_positive_int, check_tensor
 
-__all__ = ["alibi_bias", "alibi_slopes", "apply_rotary", "sinusoidal_encoding", "sinusoidal_shift_matrix"]
+__all__ = ["alibi_bias", "alibi_slopes", "apply_rotary", "ntk_aware_base", "sinusoidal_encoding",
+           "sinusoidal_shift_matrix"]
 
 
 def _check_even(name: str, value: int) -> None:
@@ -109,6 +112,25 @@ def apply_rotary(x: torch.Tensor, positions: torch.Tensor | None = None,
     x_even, x_odd = x[..., 0::2], x[..., 1::2]  # (..., T, D/2) each
     rotated = torch.stack((x_even * cos - x_odd * sin, x_even * sin + x_odd * cos), dim=-1)
     return rotated.flatten(-2)  # (..., T, D)
+
+
+def ntk_aware_base(base: float, scale: float, dim: int) -> float:
+    """The RoPE base for a context ``scale`` times longer by "NTK-aware" scaling:
+    ``base * scale ** (dim / (dim - 2))`` (bloc97, 2023; written out by Peng et al., 2023,
+    YaRN, section 3.1). With it the fastest pair still turns by 1 radian a position,
+    ``theta_0 = 1``, and the slowest turns ``scale`` times slower, so the longest new
+    sequence sweeps the slowest pair through the angles it swept in training.
+    Position interpolation (Chen et al., 2023) instead keeps the base and divides every
+    position by ``scale``: ``apply_rotary(x, positions / scale)``.
+    """
+    check_base("base", base)
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not (
+            math.isfinite(scale) and scale >= 1):
+        raise ValueError(f"scale must be a finite number >= 1 (how many times longer), got {scale!r}")
+    _check_even("dim", dim)
+    if dim < 4:
+        raise ValueError(f"dim must be at least 4 (two rotated pairs), got {dim}")
+    return base * scale ** (dim / (dim - 2))
 
 
 def alibi_slopes(num_heads: int, device=None, dtype: torch.dtype = torch.float32) -> torch.Tensor:
