@@ -134,6 +134,8 @@ CHECKS = [
         (lambda x: x.exp() / x.exp().sum(-1, keepdim=True), "subtract the row maximum"),
         (lambda x: torch.softmax(x, 0), "wrong axis"),
         (lambda x: (x - x.amax(-1, keepdim=True)).exp(), "divide by the sum"),
+        (lambda x: (x - x.max()).exp() / (x - x.max()).exp().sum(-1, keepdim=True), "own maximum"),
+        (lambda x: torch.softmax(x, 1), "dim=1"),
     ]),
     (ex.check_attention, attention(), [
         (attention(scale=lambda d: 1.0), "forgot the 1/sqrt(d_k) scale"),

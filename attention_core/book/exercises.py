@@ -201,10 +201,17 @@ def check_softmax(student: Callable) -> Feedback:
     cases = [Case("one row", (torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64),)),
              Case("a batch of rows", (_rand(4, 5),)),
              Case("large logits (1e4)", (torch.tensor([[1e4, 1e4 - 1.0, 0.0]], dtype=torch.float64),)),
-             Case("a -inf entry", (torch.tensor([[0.0, -math.inf, 1.0]], dtype=torch.float64),))]
+             Case("a -inf entry", (torch.tensor([[0.0, -math.inf, 1.0]], dtype=torch.float64),)),
+             Case("rows of very different scale",
+                  (torch.tensor([[1e4, 1e4 - 1.0, 0.0], [0.0, 1.0, 2.0]], dtype=torch.float64),)),
+             Case("a 3-D batch (2, 3, 5)", (_rand(2, 3, 5, seed=7),))]
     mistakes = {
         "exp overflows: subtract the row maximum before exponentiating":
             lambda x: x.exp() / x.exp().sum(-1, keepdim=True),
+        "subtract each row's own maximum, not the maximum of the whole tensor (amax(-1, keepdim=True))":
+            lambda x: (x - x.max()).exp() / (x - x.max()).exp().sum(-1, keepdim=True),
+        "softmax over dim=1: that is the last dimension only for 2-D input; use dim=-1":
+            lambda x: torch.softmax(x, 1),
         "softmax over the wrong axis: normalise along the last dimension (dim=-1)":
             lambda x: torch.softmax(x, 0),
         "forgot to divide by the sum of the exponentials":
