@@ -459,11 +459,10 @@ def ch07():
             ("The target words y_t", False, "Those are what the decoder predicts, not what it reads.")),
         _mc("A model without attention translates short sentences well and long ones badly. What does "
             "the chapter suggest?",
-            ("Packing a whole sentence into one vector is likely hard to learn; attention gives a fresh "
-             "context each step", True,
+            ("Attention gives a fresh context each step, so nothing has to fit into one vector", True,
              f"Room in bits is not obviously the limit ({bits:.0f} bits for 12 words, 64 real numbers "
-             "in the vector); the likely reading, which the chapter's exercise tests by widening the "
-             "vector, is that packing and unpacking is hard to learn."),
+             "in the vector). Why the fixed vector fails is left open: that packing and unpacking a "
+             "sentence is hard to learn is a hypothesis the chapter does not test."),
             ("The vector has too few bits to hold 12 words", False,
              f"Twelve words of a 14-word vocabulary carry about {bits:.0f} bits and the vector holds 64 "
              "real numbers, so room is not obviously short; the chapter does not blame capacity, "
