@@ -460,7 +460,7 @@ def _blockwise_softmax(new_max: Callable, rescale: Callable) -> Callable:
     return fn
 
 
-class WholeRowSoftmax(RuntimeError):
+class WholeRowSoftmaxError(RuntimeError):
     """Raised by :func:`check_online_softmax` when a softmax ran over more than one block."""
 
 
@@ -481,13 +481,13 @@ class _SoftmaxWatch(torch.overrides.TorchFunctionMode):
 
 
 def _one_block_at_a_time(fn: Callable) -> Callable:
-    """``fn(scores, block_size)``, refused (:class:`WholeRowSoftmax`) if it takes a softmax
+    """``fn(scores, block_size)``, refused (:class:`WholeRowSoftmaxError`) if it takes a softmax
     over more than ``block_size`` scores at once."""
     def watched(scores, block_size):
         with _SoftmaxWatch(block_size) as watch:
             out = fn(scores, block_size)
         if watch.whole:
-            raise WholeRowSoftmax(f"a softmax over more than block_size = {block_size} scores at once")
+            raise WholeRowSoftmaxError(f"a softmax over more than block_size = {block_size} scores at once")
         return out
     return watched
 
