@@ -5,6 +5,7 @@ import math
 import pytest
 import torch
 
+from attention_core import sinusoidal_encoding
 from attention_core.book import exercises as ex
 from attention_core.models import llm_probes
 
@@ -134,6 +135,8 @@ CHECKS = [
         (lambda x: x.exp() / x.exp().sum(-1, keepdim=True), "subtract the row maximum"),
         (lambda x: torch.softmax(x, 0), "wrong axis"),
         (lambda x: (x - x.amax(-1, keepdim=True)).exp(), "divide by the sum"),
+        (lambda x: (x - x.max()).exp() / (x - x.max()).exp().sum(-1, keepdim=True), "own maximum"),
+        (lambda x: torch.softmax(x, 1), "dim=1"),
     ]),
     (ex.check_attention, attention(), [
         (attention(scale=lambda d: 1.0), "forgot the 1/sqrt(d_k) scale"),
@@ -180,11 +183,14 @@ CHECKS = [
         (sinusoidal(half=True), "exponent i/d_model"),
         (lambda P, d: torch.cat((sinusoidal()(P, d)[:, 0::2], sinusoidal()(P, d)[:, 1::2]), -1),
          "concatenated"),
+        (lambda P, d: sinusoidal_encoding(P, d, base=1000.0), "base 1000"),
     ]),
     (ex.check_online_softmax, online(), [
         (online(rescale=False), "not rescaled"),
         (online(running_max=False), "running maximum"),
         (online(inverted=True), "exp(m_old - m_new), at most 1"),
+        (lambda s, b: torch.softmax(s, -1), "softmax of the whole row"),
+        (lambda s, b: torch.nn.functional.softmax(s.unsqueeze(0), dim=-1)[0], "softmax of the whole row"),
     ]),
     (ex.check_general_attention, general_attention(), [
         (general_attention(transpose=True), "W transposed"),

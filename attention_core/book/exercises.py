@@ -201,10 +201,17 @@ def check_softmax(student: Callable) -> Feedback:
     cases = [Case("one row", (torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64),)),
              Case("a batch of rows", (_rand(4, 5),)),
              Case("large logits (1e4)", (torch.tensor([[1e4, 1e4 - 1.0, 0.0]], dtype=torch.float64),)),
-             Case("a -inf entry", (torch.tensor([[0.0, -math.inf, 1.0]], dtype=torch.float64),))]
+             Case("a -inf entry", (torch.tensor([[0.0, -math.inf, 1.0]], dtype=torch.float64),)),
+             Case("rows of very different scale",
+                  (torch.tensor([[1e4, 1e4 - 1.0, 0.0], [0.0, 1.0, 2.0]], dtype=torch.float64),)),
+             Case("a 3-D batch (2, 3, 5)", (_rand(2, 3, 5, seed=7),))]
     mistakes = {
         "exp overflows: subtract the row maximum before exponentiating":
             lambda x: x.exp() / x.exp().sum(-1, keepdim=True),
+        "subtract each row's own maximum, not the maximum of the whole tensor (amax(-1, keepdim=True))":
+            lambda x: (x - x.max()).exp() / (x - x.max()).exp().sum(-1, keepdim=True),
+        "softmax over dim=1: that is the last dimension only for 2-D input; use dim=-1":
+            lambda x: torch.softmax(x, 1),
         "softmax over the wrong axis: normalise along the last dimension (dim=-1)":
             lambda x: torch.softmax(x, 0),
         "forgot to divide by the sum of the exponentials":
@@ -416,11 +423,11 @@ def check_sinusoidal_encoding(student: Callable) -> Feedback:
     Vaswani et al. (2017), sin in even and cos in odd dimensions, base 10000."""
     cases = [Case("4 positions, d_model = 4", (4, 4)), Case("50 positions, d_model = 16", (50, 16))]
 
-    def variant(swap=False, exponent=lambda i, d: 2 * i / d):
+    def variant(swap=False, exponent=lambda i, d: 2 * i / d, base=10000):
         def wrong(P, d):
             p = torch.arange(P, dtype=torch.float64).unsqueeze(1)
             i = torch.arange(d // 2, dtype=torch.float64)
-            angle = p / 10000 ** exponent(i, d)
+            angle = p / base ** exponent(i, d)
             first, second = (angle.cos(), angle.sin()) if swap else (angle.sin(), angle.cos())
             return torch.stack((first, second), -1).flatten(-2).float()
         return wrong
@@ -432,7 +439,9 @@ def check_sinusoidal_encoding(student: Callable) -> Feedback:
     mistakes = {"sin and cos swapped: even dimensions hold the sine": variant(swap=True),
                 "exponent i/d_model instead of 2i/d_model for pair i": variant(exponent=lambda i, d: i / d),
                 "sines and cosines concatenated (all sines, then all cosines), not interleaved":
-                    concatenated}
+                    concatenated,
+                "base 1000 (a zero missing): the base is 10000": variant(base=1000),
+                "base 100000 (a zero too many): the base is 10000": variant(base=100000)}
     return _check(student, positional.sinusoidal_encoding, cases, mistakes, "sinusoidal_encoding")
 
 
@@ -451,9 +460,43 @@ def _blockwise_softmax(new_max: Callable, rescale: Callable) -> Callable:
     return fn
 
 
+class WholeRowSoftmaxError(RuntimeError):
+    """Raised by :func:`check_online_softmax` when a softmax ran over more than one block."""
+
+
+class _SoftmaxWatch(torch.overrides.TorchFunctionMode):
+    """Notes any softmax (``torch.softmax``, ``F.softmax``, ``Tensor.softmax`` ...) whose
+    last axis is longer than ``limit``: an online softmax never needs one."""
+
+    def __init__(self, limit: int):
+        super().__init__()
+        self.limit, self.whole = limit, False
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        first = args[0] if args else None
+        if ("softmax" in getattr(func, "__name__", "") and isinstance(first, torch.Tensor)
+                and first.dim() > 0 and first.shape[-1] > self.limit):
+            self.whole = True
+        return func(*args, **(kwargs or {}))
+
+
+def _one_block_at_a_time(fn: Callable) -> Callable:
+    """``fn(scores, block_size)``, refused (:class:`WholeRowSoftmaxError`) if it takes a softmax
+    over more than ``block_size`` scores at once."""
+    def watched(scores, block_size):
+        with _SoftmaxWatch(block_size) as watch:
+            out = fn(scores, block_size)
+        if watch.whole:
+            raise WholeRowSoftmaxError(f"a softmax over more than block_size = {block_size} scores at once")
+        return out
+    return watched
+
+
 def check_online_softmax(student: Callable) -> Feedback:
     """``student(scores, block_size)`` must return the softmax of the row ``scores (S,)``
-    while reading it ``block_size`` entries at a time (one pass, running max and sum)."""
+    while reading it ``block_size`` entries at a time (one pass, running max and sum).
+    A softmax over more than one block at once (``torch.softmax`` of the whole row) is
+    refused, even though its numbers are right."""
     six = torch.tensor([1.0, 3.0, 2.0, 5.0, 0.0, 4.0], dtype=torch.float64)
     cases = [Case("6 scores, blocks of 2", (six, 2)),
              Case("7 scores, blocks of 3", (_rand(7, seed=9) * 5, 3)),
@@ -464,8 +507,12 @@ def check_online_softmax(student: Callable) -> Feedback:
                 "kept the latest block's maximum: m must be the running maximum of every block so far":
                     _blockwise_softmax(lambda m, m_block: m_block, lambda m, m_new: math.exp(m - m_new)),
                 "rescaled by exp(m_new - m_old): the factor is exp(m_old - m_new), at most 1":
-                    _blockwise_softmax(max, lambda m, m_new: math.exp(m_new - m) if m > -math.inf else 0.0)}
-    return _check(student, lambda s, b: online_softmax(s, b)[0], cases, mistakes, "online_softmax")
+                    _blockwise_softmax(max, lambda m, m_new: math.exp(m_new - m) if m > -math.inf else 0.0),
+                "took the softmax of the whole row: read it block_size entries at a time, keeping a "
+                "running maximum and sum":
+                    _one_block_at_a_time(lambda s, b: torch.softmax(s, -1))}
+    return _check(_one_block_at_a_time(student) if callable(student) else student,
+                  lambda s, b: online_softmax(s, b)[0], cases, mistakes, "online_softmax")
 
 
 # --- linear attention ----------------------------------------------------------------
@@ -510,8 +557,8 @@ def check_general_attention(student: Callable) -> Feedback:
     """``student(u, e, W, mask)`` for a decoder state ``u (B, Dh)``, encoder states
     ``e (B, S, Dh)``, a matrix ``W (Dh, Dh)`` and a mask ``(B, S)`` (True = real source
     word) must return Luong's "general" context vector ``(B, Dh)``: scores
-    ``u^T W e_i``, softmax over the source positions that are not padding, then the
-    weighted sum of the ``e_i``."""
+    ``u W e_i^T`` (rows, as in the book), softmax over the source positions that are not
+    padding, then the weighted sum of the ``e_i``."""
     def reference(s, h, W, mask):
         scores = torch.einsum("bq,qk,bsk->bs", s, W, h).masked_fill(~mask, -math.inf)
         return (torch.softmax(scores, -1).unsqueeze(-1) * h).sum(1)
@@ -530,7 +577,7 @@ def check_general_attention(student: Callable) -> Feedback:
                                                _rand(3, 3, seed=3), torch.ones(1, 4, dtype=torch.bool))),
              Case("three sentences with padding", (_rand(3, 3, seed=4), _rand(3, 4, 3, seed=5),
                                                    _rand(3, 3, seed=6), mask))]
-    mistakes = {"used W transposed: the score is u^T W e, i.e. u . (W e)": variant(transpose=True),
+    mistakes = {"used W transposed: the score is u W e_i^T, i.e. (u W) . e_i": variant(transpose=True),
                 "padding not masked: padded positions must get weight 0": variant(use_mask=False),
                 "softmax over the batch axis: normalise over the source positions": variant(dim=0),
                 "no softmax: the weights must be positive and sum to 1": variant(normalise=False)}

@@ -276,8 +276,9 @@ def ch04():
              "That is the view before the transpose; attention wants the heads as a batch axis before T."),
             ("(B, H, E, T)", False, "The keys are transposed inside the score product, not when the heads "
                                     "are split.")),
-        _mc("After attention, `out = weights @ v` is a fresh, contiguous (B, H, T, E) tensor. You merge "
-            "its heads with `out.transpose(1, 2).view(B, T, H * E)`. What happens?",
+        _mc("After attention, `out = weights @ v` is a fresh, contiguous (B, H, T, E) tensor with H > 1 "
+            "heads and T > 1 tokens. You merge its heads with `out.transpose(1, 2).view(B, T, H * E)`. "
+            "What happens?",
             ("It raises: after the transpose the tensor is not contiguous; use reshape (or contiguous) "
              "instead", True,
              "A transpose only swaps strides; view needs memory laid out in the new order, and the "
@@ -459,11 +460,10 @@ def ch07():
             ("The target words y_t", False, "Those are what the decoder predicts, not what it reads.")),
         _mc("A model without attention translates short sentences well and long ones badly. What does "
             "the chapter suggest?",
-            ("Packing a whole sentence into one vector is likely hard to learn; attention gives a fresh "
-             "context each step", True,
+            ("Attention gives a fresh context each step, so nothing has to fit into one vector", True,
              f"Room in bits is not obviously the limit ({bits:.0f} bits for 12 words, 64 real numbers "
-             "in the vector); the likely reading, which the chapter's exercise tests by widening the "
-             "vector, is that packing and unpacking is hard to learn."),
+             "in the vector). Why the fixed vector fails is left open: that packing and unpacking a "
+             "sentence is hard to learn is a hypothesis the chapter does not test."),
             ("The vector has too few bits to hold 12 words", False,
              f"Twelve words of a 14-word vocabulary carry about {bits:.0f} bits and the vector holds 64 "
              "real numbers, so room is not obviously short; the chapter does not blame capacity, "
@@ -700,8 +700,9 @@ def ch12():
             ("It parks weight on its first tokens (sinks); once they leave the window that weight has "
              "nowhere to go", True,
              "Keeping a few sink tokens in the buffer restores it (the chapter's measurement)."),
-            ("The window is too small to hold the answer", False, "The task only needs recent tokens; the "
-                                                                  "window holds them."),
+            ("The window is too small to hold the answer", False,
+             "In the chapter's task (has this token appeared among the 4 before it?) the answer needs "
+             "only the last 4 tokens, and the window of 8 holds them."),
             ("Positions beyond the window overflow RoPE", False, "RoPE is defined at every position.")),
         _mc("How much memory does a paged KV cache waste per sequence?",
             ("At most one partly filled block", True, "Blocks are allocated as tokens arrive, through a "

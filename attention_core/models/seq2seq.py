@@ -9,7 +9,7 @@ embedding, ``d_h`` the hidden size (shape letter ``Dh``):
 
 * none (Cho et al. 2014, Sutskever et al. 2014): one fixed context ``c`` summarises
   the whole source; ``u_t = GRU([y; c], u_{t-1})``, output from ``[u_t; c; y]``.
-* Bahdanau et al. (2014): the context is computed from the **previous** state and goes
+* Bahdanau et al. (2015): the context is computed from the **previous** state and goes
   **into** the recurrence: ``c_t = attend(u_{t-1}, e)``, ``u_t = GRU([y; c_t], u_{t-1})``,
   output from ``[u_t; c_t; y]``.
 * Luong et al. (2015): the recurrence runs first and the context is computed from the
@@ -157,7 +157,7 @@ def fixed_context_step(model, y, state, h, mask, fixed_context):
 
 
 def bahdanau_step(model, y, state, h, mask, fixed_context):
-    """Bahdanau et al. (2014): attend from the previous state, then feed the context into the GRU."""
+    """Bahdanau et al. (2015): attend from the previous state, then feed the context into the GRU."""
     attend_all = source_attention(model.score, h, mask)  # the source's part computed once
     states, contexts, weights = [], [], []
     for t in range(y.size(1)):  # step t's context enters step t's GRU: the steps run in order

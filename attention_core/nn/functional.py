@@ -183,8 +183,12 @@ def scaled_dot_product_attention(
 
     Returns:
         ``(output (..., L, Ev), weights (..., L, S))``. A query whose keys are all
-        masked gets zero weights and a zero output, never NaN. Otherwise equal to
-        ``torch.nn.functional.scaled_dot_product_attention``. float16 and bfloat16
+        masked gets zero weights and a zero output, never NaN. Otherwise the output
+        equals ``torch.nn.functional.scaled_dot_product_attention``'s, with two
+        differences in ``is_causal``: for ``L < S`` PyTorch aligns the queries to the
+        start of the keys (top left), this function to the end (PyTorch's
+        ``causal_lower_right``); and PyTorch refuses ``is_causal`` together with an
+        ``attn_mask``, which this function combines. float16 and bfloat16
         inputs are computed in float32 and handed back in their own dtype.
     """
     check_qkv(query, key, value)

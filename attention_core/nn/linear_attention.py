@@ -141,7 +141,7 @@ def random_features(num_features: int, dim: int, orthogonal: bool = True, seed: 
     ``orthogonal=True`` makes the rows within each block of ``E`` exactly orthogonal
     (QR of a Gaussian matrix) and gives each row the length of a Gaussian vector (a
     chi distribution), so each row is still marginally ``N(0, I)``: the estimator
-    stays unbiased and its variance drops (Choromanski et al. 2020).
+    stays unbiased and its variance drops (Choromanski et al. 2021).
 
     Drawn in float64 on the CPU with a generator seeded by ``seed`` (so the same seed
     gives the same features on every device), then returned as ``dtype`` on
