@@ -51,6 +51,15 @@ RUN_NOTE = (
     " {mark} are timings or memory measurements, which depend on your machine; other"
     " library versions or a GPU can also change the last digits of trained results."
 )
+# The performance page measures nothing itself: its cells redraw the figures from the
+# benchmark results that `make bench` wrote, so its note says so.
+REDRAW_NOTE = (
+    "> **This is the notebook of [{title}]({url}).** Its cells measure nothing: they redraw"
+    " the figures from `benchmarks/results.json`, the results `make bench` recorded on the"
+    " machine each figure names. Run it and you get the same figures; to measure your own"
+    " machine, run `make bench` in a checkout of the book and run this notebook there."
+)
+PAGE_NOTES = {"performance": REDRAW_NOTE}
 MEASURED = "<sup>†</sup>"  # after a number glued by a cell tagged ``timing``
 
 
@@ -290,7 +299,8 @@ def convert_notebook(nb, site: Site, docname: str):
     if title_at is not None:
         title, url = site.docs.get(docname, ("this page", site.base_url))
         note = nbformat.v4.new_markdown_cell(
-            RUN_NOTE.format(title=title, url=url, torch=site.torch, mark=MEASURED), id="reader-note")
+            PAGE_NOTES.get(docname, RUN_NOTE).format(title=title, url=url, torch=site.torch,
+                                                     mark=MEASURED), id="reader-note")
         cells.insert(title_at + 1, note)
     nb.cells = cells
     nb.metadata.pop("mystnb", None)

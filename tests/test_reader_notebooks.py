@@ -291,3 +291,14 @@ def test_launch_and_download_buttons_open_the_reader_notebook(site):
         assert "JupyterHub" not in links, links
     download = links[".ipynb"]
     assert (site / page).parent.joinpath(download).resolve() == (site / path).resolve(), download
+
+
+def test_the_performance_page_says_its_cells_only_redraw():
+    """The performance page's cells draw from benchmarks/results.json and measure nothing:
+    its note must not promise that running them computes the numbers again."""
+    out = rn.convert_notebook(notebook("# Performance", "Text."), SITE, "performance")
+    note = out.cells[1].source
+    assert out.cells[1].metadata.get("id", out.cells[1].get("id")) == "reader-note"
+    assert "redraw" in note and "make bench" in note and "compute them again" not in note
+    chapter = rn.convert_notebook(notebook("# 6. The block", "Text."), SITE, DOC)
+    assert "compute them again" in chapter.cells[1].source
