@@ -195,7 +195,8 @@ def ch03():
     assert not symmetric
     return [
         _mc("In self-attention the scores are ω_ij = (x_i W_q) · (x_j W_k). Is the score matrix symmetric?",
-            ("Not in general: W_q ≠ W_k, so i looking at j differs from j looking at i", True,
+            ("Not in general: W_q W_kᵀ need not be symmetric, so i looking at j differs from j looking at i",
+             True,
              "The score is the bilinear form x_i W_q W_kᵀ x_jᵀ, symmetric only if W_q W_kᵀ is; on a random "
              "5-token example the package's scores are not symmetric."),
             ("Yes, because a dot product is symmetric", False,
