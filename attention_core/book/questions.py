@@ -385,8 +385,8 @@ def ch06():
     return [
         _mc("LayerNorm in a Transformer normalises over...",
             ("each token's own features", True,
-             "Every token's vector gets mean 0 and standard deviation 1 over its d_model entries; tokens "
-             "are never mixed, so it works for any batch size or length."),
+             "Every token's vector gets mean 0 and standard deviation 1 over its d_model entries (before "
+             "the gain and bias); tokens are never mixed, so it works for any batch size or length."),
             ("the batch, for each feature", False, "That is BatchNorm, which Transformers avoid."),
             ("the tokens of the sequence, for each feature", False,
              "That would mix tokens; in a Transformer only attention mixes tokens.")),
@@ -416,7 +416,8 @@ def ch06():
              "Both normalise around both sublayers; they differ in where.")),
         _mc("What does RMSNorm drop from LayerNorm, and what follows?",
             ("Subtracting the mean: it rescales each token but keeps its direction", True,
-             "x / rms(x) only changes the length; LayerNorm's mean subtraction also changes the direction."),
+             "x / rms(x) only changes the length (the learned gain, one number per feature, can still turn "
+             "it, as LayerNorm's can); LayerNorm's mean subtraction also changes the direction."),
             ("The division: it only centres each token", False, "RMSNorm divides by the root mean square; "
                                                                 "it does not centre."),
             ("Nothing, it is LayerNorm computed faster", False,
