@@ -350,3 +350,85 @@ def test_nothing_wider_than_its_box_without_a_scroller(server, reader, name):
 def test_slider_valuetext_matches_readout(server, reader, name):
     page = measure(server, reader, name)
     assert not page["sliders"], f"{name}: {page['sliders'][:5]}"
+
+
+# ---------------------------------------------------------------- a phone, emulated exactly
+# Chromium's headless window is at least 500 px wide: a --window-size of 390 gives a 485 px
+# viewport. Device emulation gives the phone's 390 x 844 CSS px, a touch screen, and a
+# layout viewport that grows (and the page zooms out) when something is wider than the screen.
+PHONE = {"width": 390, "height": PHONE_SCREEN_PX, "deviceScaleFactor": 2, "mobile": True}
+RENDER_ALL = ("const s = document.createElement('style');"
+              "s.textContent = 'article.bd-article section { content-visibility: visible !important }';"
+              "document.head.append(s);")
+WIDEST = r"""
+const limit = arguments[0];
+return [...document.querySelectorAll('body *')]
+  .map(e => [e, e.getBoundingClientRect()])
+  .filter(([e, r]) => r.right > limit + 1 && r.width > 0)
+  .sort((a, b) => b[1].right - a[1].right).slice(0, 5)
+  .map(([e, r]) => `${e.tagName.toLowerCase()}.${[...e.classList].join('.')} ends at ${Math.round(r.right)} px: `
+                   + (e.textContent || '').trim().slice(0, 50));
+"""
+
+
+@pytest.fixture(scope="module")
+def phone():
+    """Chromium emulating a 390 x 844 phone with a touch screen."""
+    with chromium(window=f"500,{PHONE_SCREEN_PX}",
+                  capabilities={"goog:loggingPrefs": {"browser": "ALL", "performance": "ALL"}}) as driver:
+        driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", PHONE)
+        driver.execute_cdp_cmd("Emulation.setTouchEmulationEnabled", {"enabled": True, "maxTouchPoints": 5})
+        yield driver
+
+
+@pytest.mark.parametrize("name", BUILT)
+def test_no_page_is_wider_than_a_phone(server, phone, name):
+    """Issue 46: at 390 x 844 the document is no wider than the screen, every section laid out
+    (the site renders sections below the screen lazily; here all of them are rendered)."""
+    load(phone, f"{server}/{name}.html")
+    phone.execute_script(RENDER_ALL)
+    width = phone.execute_script("return document.documentElement.scrollWidth")
+    assert width <= PHONE["width"], (
+        f"{name}: {width} px wide on a {PHONE['width']} px phone: {phone.execute_script(WIDEST, PHONE['width'])}")
+
+
+def tap(driver, x, y):
+    driver.execute_cdp_cmd("Input.dispatchTouchEvent", {"type": "touchStart", "touchPoints": [{"x": x, "y": y}]})
+    driver.execute_cdp_cmd("Input.dispatchTouchEvent", {"type": "touchEnd", "touchPoints": []})
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_explorer_sliders_move_by_a_tap(server, phone, chapter):
+    """Issue 46: on a 390 px touch screen, a tap at 10 %, 50 % and 90 % of each explorer
+    slider's track lands on the slider and moves it there (within one step), and the figure
+    follows."""
+    load(phone, f"{server}/chapters/{chapter}.html")
+    sliders = phone.find_elements(By.CSS_SELECTOR, ".ac-explorer input[type=range]")
+    for slider in sliders:
+        explorer = slider.find_element(By.XPATH, "./ancestor::*[contains(@class, 'ac-explorer')][1]")
+        image = explorer.find_element(By.TAG_NAME, "img")
+        phone.execute_script("arguments[0].scrollIntoView({block: 'center'})", slider)
+        time.sleep(0.2)
+        label = slider.get_attribute("aria-label") or slider.get_attribute("name")
+        lo, hi, step = (float(slider.get_attribute(a) or d) for a, d in (("min", 0), ("max", 100), ("step", 1)))
+        values = []
+        for fraction in (0.1, 0.5, 0.9):
+            box = phone.execute_script("const r = arguments[0].getBoundingClientRect();"
+                                       " return [r.left, r.top, r.width, r.height]", slider)
+            x, y = box[0] + fraction * box[2], box[1] + box[3] / 2
+            hit = phone.execute_script("return document.elementFromPoint(arguments[0], arguments[1])", x, y)
+            assert hit == slider, f"{chapter}: a tap on {label!r} at {fraction:.0%} lands on {hit.tag_name}"
+            before_src = image.get_attribute("src")
+            before = float(slider.get_attribute("value"))
+            tap(phone, x, y)
+            WebDriverWait(phone, 5).until(lambda d: float(slider.get_attribute("value")) != before
+                                          or abs(before - (lo + fraction * (hi - lo))) <= step)
+            value = float(slider.get_attribute("value"))
+            want = lo + fraction * (hi - lo)
+            assert abs(value - want) <= step + 1e-9, (
+                f"{chapter}: a tap at {fraction:.0%} of {label!r} ({lo:g} to {hi:g}) gave {value:g}, not about {want:g}")
+            if value != before:
+                WebDriverWait(phone, 5).until(lambda d: image.get_attribute("src") != before_src)
+            values.append(value)
+        assert values[0] < values[-1] or hi - lo <= step, f"{chapter}: {label!r} did not move: {values}"
+    assert not [e for e in phone.get_log("browser") if e["level"] == "SEVERE"]
