@@ -432,3 +432,87 @@ def test_explorer_sliders_move_by_a_tap(server, phone, chapter):
             values.append(value)
         assert values[0] < values[-1] or hi - lo <= step, f"{chapter}: {label!r} did not move: {values}"
     assert not [e for e in phone.get_log("browser") if e["level"] == "SEVERE"]
+
+
+# ---------------------------------------------------------------- dark mode
+def wcag_ratio(a, b) -> float:
+    """WCAG 2 contrast ratio of two sRGB colours given as (r, g, b) in 0..255."""
+    def luminance(rgb):
+        c = [v / 255 for v in rgb[:3]]
+        c = [v / 12.92 if v <= 0.04045 else ((v + 0.055) / 1.055) ** 2.4 for v in c]
+        return 0.2126 * c[0] + 0.7152 * c[1] + 0.0722 * c[2]
+    hi, lo = sorted((luminance(a), luminance(b)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+DARK_LOOK = r"""
+const rgb = s => (s.match(/[\d.]+/g) || []).map(Number);
+const background = e => {
+  for (; e; e = e.parentElement) {
+    const c = rgb(getComputedStyle(e).backgroundColor);
+    if (c.length === 3 || (c.length === 4 && c[3] > 0.5)) return c.slice(0, 3);
+  }
+  return [255, 255, 255];
+};
+const page = background(document.querySelector('article.bd-article'));
+return [...document.querySelectorAll('.ac-explorer')].map(x => {
+  const label = x.querySelector('.ac-control') || x;
+  const img = x.querySelector('img');
+  const s = getComputedStyle(img);
+  return {text: rgb(getComputedStyle(label).color).slice(0, 3), under: background(label), page,
+          filter: s.filter, card: rgb(s.backgroundColor), padding: parseFloat(s.paddingLeft)};
+});
+"""
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_dark_mode_explorers_belong_to_the_page(server, browser, chapter):
+    """Issue 46: in dark mode an explorer's controls sit on the dark page (no light-grey panel)
+    in text of WCAG AA contrast (4.5:1) or more, and its figure is not dimmed by a filter: it
+    shows as drawn (black text on white), on a white card with padding."""
+    browser.get(f"{server}/index.html")
+    browser.execute_script("localStorage.setItem('mode', 'dark'); localStorage.setItem('theme', 'dark')")
+    try:
+        load(browser, f"{server}/chapters/{chapter}.html")
+        assert browser.execute_script("return document.documentElement.dataset.theme") == "dark"
+        for look in browser.execute_script(DARK_LOOK):
+            assert look["under"] == look["page"], f"{chapter}: the controls sit on a panel {look}"
+            ratio = wcag_ratio(look["text"], look["under"])
+            assert ratio >= 4.5, f"{chapter}: controls' text at {ratio:.1f}:1 {look}"
+            assert look["filter"] == "none", f"{chapter}: the figure is filtered: {look['filter']}"
+            assert look["card"][:3] == [255, 255, 255] and look["padding"] >= 4, look
+    finally:
+        browser.execute_script("localStorage.removeItem('mode'); localStorage.removeItem('theme')")
+
+
+@pytest.mark.parametrize("system", ["light", "dark"])
+def test_theme_button_first_click_shows_the_other_theme(server, system):
+    """Issue 46: a first visit follows the reader's system, and the theme button's first click
+    shows the other theme (it used to go from "light" to "auto", which looks the same)."""
+    with chromium() as driver:
+        driver.execute_cdp_cmd("Emulation.setEmulatedMedia",
+                               {"features": [{"name": "prefers-color-scheme", "value": system}]})
+        driver.get(f"{server}/chapters/01_attention_basics.html")
+        WebDriverWait(driver, 30).until(lambda d: d.execute_script("return document.readyState") == "complete")
+        before = driver.execute_script("return document.documentElement.dataset.theme")
+        assert before == system
+        button = next(b for b in driver.find_elements(By.CSS_SELECTOR, ".theme-switch-button") if b.is_displayed())
+        button.click()
+        after = driver.execute_script("return document.documentElement.dataset.theme")
+        assert after != before, f"the first click left the {before} theme on screen"
+
+
+def test_scrolling_boxes_in_lazily_rendered_sections_become_keyboard_stops(server, phone):
+    """Sections below the screen render lazily (book.css) and the theme's loop that makes
+    scrollable boxes keyboard stops skips them until then (site_pages.lazy_tab_stops): once
+    the reader scrolls to one, a code block that scrolls sideways there is a keyboard stop."""
+    load(phone, f"{server}/chapters/08_sparse_linear.html")
+    script = (ROOT / "_build" / "html" / "_static" / "scripts" / "pydata-sphinx-theme.js").read_text()
+    assert "contentvisibilityautostatechange" in script
+    last = phone.find_elements(By.CSS_SELECTOR, "article.bd-article > section > section")[-2]
+    assert phone.execute_script("return getComputedStyle(arguments[0]).contentVisibility", last) == "auto"
+    phone.execute_script("arguments[0].scrollIntoView()", last)
+    WebDriverWait(phone, 10).until(lambda d: d.execute_script(
+        "const boxes = [...arguments[0].querySelectorAll('div.cell_input pre')]"
+        "  .filter(p => p.checkVisibility() && p.scrollWidth > p.clientWidth);"
+        "return boxes.length > 0 && boxes.every(p => p.tabIndex === 0)", last))
