@@ -121,6 +121,11 @@ def test_explorer_controls_change_the_figure(server, browser, chapter):
     for control in explorer.find_elements(By.CSS_SELECTOR, "input[type=range]"):
         before_src, before_value = image.get_attribute("src"), control.get_attribute("value")
         browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", control)
+        # as on a reader's screen: the section is rendered (sections below the screen render
+        # lazily, book.css) before a key is pressed
+        WebDriverWait(browser, 10).until(lambda d: d.execute_script(
+            "return arguments[0].checkVisibility({contentVisibilityAuto: true})"
+            " && arguments[0].complete && arguments[0].naturalWidth > 0", image))
         key = Keys.ARROW_LEFT if before_value == control.get_attribute("max") else Keys.ARROW_RIGHT
         control.send_keys(key)  # as a reader would, with the keyboard
         assert control.get_attribute("value") != before_value
@@ -470,9 +475,12 @@ def test_dark_mode_explorers_belong_to_the_page(server, browser, chapter):
     """Issue 46: in dark mode an explorer's controls sit on the dark page (no light-grey panel)
     in text of WCAG AA contrast (4.5:1) or more, and its figure is not dimmed by a filter: it
     shows as drawn (black text on white), on a white card with padding."""
-    browser.get(f"{server}/index.html")
-    browser.execute_script("localStorage.setItem('mode', 'dark'); localStorage.setItem('theme', 'dark')")
+    # a reader whose system is dark, on a first visit (the site follows the system)
+    browser.execute_cdp_cmd("Emulation.setEmulatedMedia",
+                            {"features": [{"name": "prefers-color-scheme", "value": "dark"}]})
     try:
+        load(browser, f"{server}/chapters/{chapter}.html")
+        browser.execute_script("localStorage.removeItem('mode')")
         load(browser, f"{server}/chapters/{chapter}.html")
         assert browser.execute_script("return document.documentElement.dataset.theme") == "dark"
         for look in browser.execute_script(DARK_LOOK):
@@ -482,7 +490,7 @@ def test_dark_mode_explorers_belong_to_the_page(server, browser, chapter):
             assert look["filter"] == "none", f"{chapter}: the figure is filtered: {look['filter']}"
             assert look["card"][:3] == [255, 255, 255] and look["padding"] >= 4, look
     finally:
-        browser.execute_script("localStorage.removeItem('mode'); localStorage.removeItem('theme')")
+        browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": []})
 
 
 @pytest.mark.parametrize("system", ["light", "dark"])
