@@ -450,7 +450,8 @@ TAB_STOPS_LAZY = (".forEach(e=>{e.checkVisibility({contentVisibilityAuto:!0})"
                   "&&(e.tabIndex=e.scrollWidth>e.clientWidth||e.scrollHeight>e.clientHeight?0:-1)})")
 TAB_STOPS_EVENTS = 'window.addEventListener("resize",t),new MutationObserver(t)'
 TAB_STOPS_EVENTS_LAZY = ('window.addEventListener("resize",t),'
-                         'document.addEventListener("contentvisibilityautostatechange",t,!0),new MutationObserver(t)')
+                         'document.addEventListener("contentvisibilityautostatechange",t,!0),'
+                         'new MutationObserver(t)')
 
 
 def lazy_tab_stops(out: Path) -> None:
@@ -464,9 +465,9 @@ def lazy_tab_stops(out: Path) -> None:
         logger.warning(f"{THEME_SCRIPT}: the theme's tab-stop loop changed; left as it is "
                        "(site_pages.lazy_tab_stops)", type="site_pages")
         return
-    script.chmod(script.stat().st_mode | 0o200)  # copied from the theme's package, maybe read-only
-    script.write_text(text.replace(TAB_STOPS, TAB_STOPS_LAZY).replace(TAB_STOPS_EVENTS, TAB_STOPS_EVENTS_LAZY),
-                      encoding="utf-8")
+    script.chmod(script.stat().st_mode | 0o200)  # copied from the theme's package: maybe read-only
+    text = text.replace(TAB_STOPS, TAB_STOPS_LAZY).replace(TAB_STOPS_EVENTS, TAB_STOPS_EVENTS_LAZY)
+    script.write_text(text, encoding="utf-8")
 
 
 def on_build_finished_publish(app, exception):

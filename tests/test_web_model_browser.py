@@ -116,7 +116,8 @@ def test_unknown_note_names_the_real_cause(site, web_files, tmp_path):
         'import fs from "fs";\n'
         'const encode = await makeTokenizer(JSON.parse(fs.readFileSync(process.argv[2], "utf8")));\n'
         'const texts = JSON.parse(fs.readFileSync(process.argv[3], "utf8"));\n'
-        'console.log(JSON.stringify([encode.maxWordChars, texts.map((t) => unknownNote(encode(t), t, encode))]));\n')
+        'const notes = texts.map((t) => unknownNote(encode(t), t, encode));\n'
+        'console.log(JSON.stringify([encode.maxWordChars, notes]));\n')
     command = [node, str(tmp_path / "run.js"), str(web_files["tokenizer.json"]), str(tmp_path / "texts.json")]
     out = subprocess.run(command, capture_output=True, text=True, check=True, timeout=60)
     limit, (long, accents, emoji, both, at_limit, arabic) = json.loads(out.stdout)
@@ -345,8 +346,9 @@ def test_right_to_left_text_shows_tokens_in_order(lab):
         rows = [t for t, _ in labels][: page["L"]]
         assert rows == shown["tokens"] and all(d == "ltr" for _, d in labels), labels[:6]
         isolated = lab.execute_script(
-            "return [...document.querySelectorAll('#attention-lab .lab-lines text, #attention-lab .lab-text-list bdi')]"
-            ".every(t => getComputedStyle(t).unicodeBidi === 'isolate' && getComputedStyle(t).direction === 'ltr')")
+            "return [...document.querySelectorAll('#attention-lab .lab-lines text,"
+            " #attention-lab .lab-text-list bdi')].every(t => getComputedStyle(t).unicodeBidi === 'isolate'"
+            " && getComputedStyle(t).direction === 'ltr')")
         assert isolated
     finally:
         lab.execute_script("const proto = CanvasRenderingContext2D.prototype;"
