@@ -138,7 +138,11 @@ def test_explorer_controls_change_the_figure(server, browser, chapter):
         control.send_keys(key)  # as a reader would, with the keyboard
         assert control.get_attribute("value") != before_value
         assert image.get_attribute("src") != before_src, "the figure did not change"
-        assert browser.execute_script("return arguments[0].naturalWidth", image) > 0
+        # the new frame loads (right after the key its naturalWidth is 0 until it arrives: a
+        # check at that instant raced the local server, with or without lazy sections)
+        WebDriverWait(browser, 10).until(lambda d: d.execute_script(
+            "return arguments[0].complete && arguments[0].naturalWidth > 0", image),
+            "the new frame did not load")
     assert not [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
     browser.execute_script("arguments[0].scrollIntoView()", explorer)
     SHOTS.mkdir(parents=True, exist_ok=True)
