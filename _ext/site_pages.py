@@ -14,6 +14,9 @@
   search index and its code are loaded by the search page only.
 * ``index.html`` is the landing page itself (jupyter-book writes a bare redirect), and
   ``favicon.ico`` exists, since browsers ask for it whatever the page links.
+* The theme's loop that makes scrollable boxes keyboard stops skips boxes in sections the
+  browser has not rendered yet (``book.css`` renders sections below the screen lazily) and
+  runs again when one is rendered (``lazy_tab_stops``).
 * A display equation is a box that scrolls sideways when it is wider than the column (a
   phone): it is a keyboard stop (``tabindex="0"``, ``role="group"``, an ``aria-label``), so a
   reader without a pointer can scroll it too.
@@ -434,9 +437,43 @@ def readable_by_all(out: Path) -> None:
                 os.chmod(name, stat.S_IMODE(mode) | bits)
 
 
+# The theme makes every scrollable box a keyboard stop: on load, on resize and on DOM changes,
+# it reads each code block's and output's scrollWidth and sets its tabIndex. Book.css renders
+# sections below the screen lazily (content-visibility: auto), and a size read inside one
+# forces it to be laid out: on chapter 8 the loop laid out the whole page again, 170 ms of a
+# phone's main thread. The patched loop leaves a box in a skipped section alone until its
+# section is rendered (the "contentvisibilityautostatechange" event runs the check again),
+# so every box that scrolls is still a keyboard stop once a reader can see it.
+THEME_SCRIPT = "_static/scripts/pydata-sphinx-theme.js"
+TAB_STOPS = ".forEach(e=>{e.tabIndex=e.scrollWidth>e.clientWidth||e.scrollHeight>e.clientHeight?0:-1})"
+TAB_STOPS_LAZY = (".forEach(e=>{e.checkVisibility({contentVisibilityAuto:!0})"
+                  "&&(e.tabIndex=e.scrollWidth>e.clientWidth||e.scrollHeight>e.clientHeight?0:-1)})")
+TAB_STOPS_EVENTS = 'window.addEventListener("resize",t),new MutationObserver(t)'
+TAB_STOPS_EVENTS_LAZY = ('window.addEventListener("resize",t),'
+                         'document.addEventListener("contentvisibilityautostatechange",t,!0),'
+                         'new MutationObserver(t)')
+
+
+def lazy_tab_stops(out: Path) -> None:
+    script = out / THEME_SCRIPT
+    if not script.is_file():
+        return
+    text = script.read_text(encoding="utf-8")
+    if TAB_STOPS_LAZY in text:
+        return
+    if text.count(TAB_STOPS) != 1 or text.count(TAB_STOPS_EVENTS) != 1:
+        logger.warning(f"{THEME_SCRIPT}: the theme's tab-stop loop changed; left as it is "
+                       "(site_pages.lazy_tab_stops)", type="site_pages")
+        return
+    script.chmod(script.stat().st_mode | 0o200)  # copied from the theme's package: maybe read-only
+    text = text.replace(TAB_STOPS, TAB_STOPS_LAZY).replace(TAB_STOPS_EVENTS, TAB_STOPS_EVENTS_LAZY)
+    script.write_text(text, encoding="utf-8")
+
+
 def on_build_finished_publish(app, exception):
     if exception is not None or app.builder.format != "html":
         return
+    lazy_tab_stops(Path(app.outdir))
     remove_unused(Path(app.outdir))
     readable_by_all(Path(app.outdir))
 

@@ -9,8 +9,15 @@ drawn once keeps 7 px there), no progress-bar text, no text output
 or display equation wider than its box without a way to scroll it, every slider's
 ``aria-valuetext`` equals its readout (also after it moves), and each page has a meta
 description and a plain-text title. Screenshots of every page at both widths land in
-_build/screenshots/ (``<page>_1280.png``, ``<page>_390.png``)."""
+_build/screenshots/ (``<page>_1280.png``, ``<page>_390.png``).
 
+Chromium's headless window is at least 500 px wide, so those 390 px readers see 485 px; an
+emulated 390 x 844 touch-screen phone (issue 46) checks that no page is wider than the
+screen and that a tap on every explorer slider's track moves it. In dark mode, explorers
+sit on the dark page in text of 4.5:1 contrast or more, their figures undimmed on a white
+card; the theme button's first click shows the other theme."""
+
+import contextlib
 import functools
 import http.server
 import json
@@ -23,6 +30,7 @@ from conftest import BROWSER_OWN_URLS, CHAPTERS, ROOT, chromium, need_chromium
 
 need_chromium()
 
+from selenium.common.exceptions import TimeoutException  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
@@ -121,11 +129,20 @@ def test_explorer_controls_change_the_figure(server, browser, chapter):
     for control in explorer.find_elements(By.CSS_SELECTOR, "input[type=range]"):
         before_src, before_value = image.get_attribute("src"), control.get_attribute("value")
         browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", control)
+        # as on a reader's screen: the section is rendered (sections below the screen render
+        # lazily, book.css) before a key is pressed
+        WebDriverWait(browser, 10).until(lambda d: d.execute_script(
+            "return arguments[0].checkVisibility({contentVisibilityAuto: true})"
+            " && arguments[0].complete && arguments[0].naturalWidth > 0", image))
         key = Keys.ARROW_LEFT if before_value == control.get_attribute("max") else Keys.ARROW_RIGHT
         control.send_keys(key)  # as a reader would, with the keyboard
         assert control.get_attribute("value") != before_value
         assert image.get_attribute("src") != before_src, "the figure did not change"
-        assert browser.execute_script("return arguments[0].naturalWidth", image) > 0
+        # the new frame loads (right after the key its naturalWidth is 0 until it arrives: a
+        # check at that instant raced the local server, with or without lazy sections)
+        WebDriverWait(browser, 10).until(lambda d: d.execute_script(
+            "return arguments[0].complete && arguments[0].naturalWidth > 0", image),
+            "the new frame did not load")
     assert not [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
     browser.execute_script("arguments[0].scrollIntoView()", explorer)
     SHOTS.mkdir(parents=True, exist_ok=True)
@@ -350,3 +367,182 @@ def test_nothing_wider_than_its_box_without_a_scroller(server, reader, name):
 def test_slider_valuetext_matches_readout(server, reader, name):
     page = measure(server, reader, name)
     assert not page["sliders"], f"{name}: {page['sliders'][:5]}"
+
+
+# ---------------------------------------------------------------- a phone, emulated exactly
+# Chromium's headless window is at least 500 px wide: a --window-size of 390 gives a 485 px
+# viewport. Device emulation gives the phone's 390 x 844 CSS px, a touch screen, and a
+# layout viewport that grows (and the page zooms out) when something is wider than the screen.
+PHONE = {"width": 390, "height": PHONE_SCREEN_PX, "deviceScaleFactor": 2, "mobile": True}
+RENDER_ALL = ("const s = document.createElement('style');"
+              "s.textContent = 'article.bd-article section { content-visibility: visible !important }';"
+              "document.head.append(s);")
+WIDEST = r"""
+const limit = arguments[0];
+return [...document.querySelectorAll('body *')]
+  .map(e => [e, e.getBoundingClientRect()])
+  .filter(([e, r]) => r.right > limit + 1 && r.width > 0)
+  .sort((a, b) => b[1].right - a[1].right).slice(0, 5)
+  .map(([e, r]) => `${e.tagName.toLowerCase()}.${[...e.classList].join('.')}`
+                   + ` ends at ${Math.round(r.right)} px: ` + (e.textContent || '').trim().slice(0, 50));
+"""
+
+
+@pytest.fixture(scope="module")
+def phone():
+    """Chromium emulating a 390 x 844 phone with a touch screen."""
+    with chromium(window=f"500,{PHONE_SCREEN_PX}",
+                  capabilities={"goog:loggingPrefs": {"browser": "ALL", "performance": "ALL"}}) as driver:
+        driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", PHONE)
+        driver.execute_cdp_cmd("Emulation.setTouchEmulationEnabled", {"enabled": True, "maxTouchPoints": 5})
+        yield driver
+
+
+@pytest.mark.parametrize("name", BUILT)
+def test_no_page_is_wider_than_a_phone(server, phone, name):
+    """Issue 46: at 390 x 844 the document is no wider than the screen, every section laid out
+    (the site renders sections below the screen lazily; here all of them are rendered)."""
+    load(phone, f"{server}/{name}.html")
+    phone.execute_script(RENDER_ALL)
+    width = phone.execute_script("return document.documentElement.scrollWidth")
+    widest = phone.execute_script(WIDEST, PHONE["width"]) if width > PHONE["width"] else []
+    assert width <= PHONE["width"], f"{name}: {width} px wide on a {PHONE['width']} px phone: {widest}"
+
+
+def tap(driver, x, y):
+    driver.execute_cdp_cmd("Input.dispatchTouchEvent",
+                           {"type": "touchStart", "touchPoints": [{"x": x, "y": y}]})
+    driver.execute_cdp_cmd("Input.dispatchTouchEvent", {"type": "touchEnd", "touchPoints": []})
+
+
+def tap_track(driver, slider, image, fraction):
+    """Taps ``slider`` at ``fraction`` of its track; returns (element hit, value before, after)
+    once the value (and then the figure) has had time to follow."""
+    box = driver.execute_script("const r = arguments[0].getBoundingClientRect();"
+                                " return [r.left, r.top, r.width, r.height]", slider)
+    x, y = box[0] + fraction * box[2], box[1] + box[3] / 2
+    hit = driver.execute_script("return document.elementFromPoint(arguments[0], arguments[1])", x, y)
+    before_src, before = image.get_attribute("src"), float(slider.get_attribute("value"))
+    tap(driver, x, y)
+    with contextlib.suppress(TimeoutException):  # it stays put when tapped where it already is
+        WebDriverWait(driver, 1).until(lambda d: float(slider.get_attribute("value")) != before)
+    after = float(slider.get_attribute("value"))
+    if after != before:
+        WebDriverWait(driver, 5).until(lambda d: image.get_attribute("src") != before_src)
+    return hit, before, after
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_explorer_sliders_move_by_a_tap(server, phone, chapter):
+    """Issue 46: on a 390 px touch screen, a tap at 10 %, 50 % and 90 % of each explorer
+    slider's track lands on the slider and moves it there (within one step), and the figure
+    follows."""
+    load(phone, f"{server}/chapters/{chapter}.html")
+    for slider in phone.find_elements(By.CSS_SELECTOR, ".ac-explorer input[type=range]"):
+        explorer = slider.find_element(By.XPATH, "./ancestor::*[contains(@class, 'ac-explorer')][1]")
+        image = explorer.find_element(By.TAG_NAME, "img")
+        phone.execute_script("arguments[0].scrollIntoView({block: 'center'})", slider)
+        time.sleep(0.2)
+        label = slider.get_attribute("aria-label") or slider.get_attribute("name")
+        lo, hi, step = (float(slider.get_attribute(name) or default)
+                        for name, default in (("min", 0), ("max", 100), ("step", 1)))
+        values = []
+        for fraction in (0.1, 0.5, 0.9):
+            hit, _, value = tap_track(phone, slider, image, fraction)
+            assert hit == slider, f"{chapter}: a tap on {label!r} at {fraction:.0%} lands on {hit.tag_name}"
+            want = lo + fraction * (hi - lo)
+            assert abs(value - want) <= step + 1e-9, (
+                f"{chapter}: a tap at {fraction:.0%} of {label!r} ({lo:g} to {hi:g}) gave {value:g}, "
+                f"not about {want:g}")
+            values.append(value)
+        assert values[0] < values[-1] or hi - lo <= step, f"{chapter}: {label!r} did not move: {values}"
+    assert not [e for e in phone.get_log("browser") if e["level"] == "SEVERE"]
+
+
+# ---------------------------------------------------------------- dark mode
+def wcag_ratio(a, b) -> float:
+    """WCAG 2 contrast ratio of two sRGB colours given as (r, g, b) in 0..255."""
+    def luminance(rgb):
+        c = [v / 255 for v in rgb[:3]]
+        c = [v / 12.92 if v <= 0.04045 else ((v + 0.055) / 1.055) ** 2.4 for v in c]
+        return 0.2126 * c[0] + 0.7152 * c[1] + 0.0722 * c[2]
+    hi, lo = sorted((luminance(a), luminance(b)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+DARK_LOOK = r"""
+const rgb = s => (s.match(/[\d.]+/g) || []).map(Number);
+const background = e => {
+  for (; e; e = e.parentElement) {
+    const c = rgb(getComputedStyle(e).backgroundColor);
+    if (c.length === 3 || (c.length === 4 && c[3] > 0.5)) return c.slice(0, 3);
+  }
+  return [255, 255, 255];
+};
+const page = background(document.querySelector('article.bd-article'));
+return [...document.querySelectorAll('.ac-explorer')].map(x => {
+  const label = x.querySelector('.ac-control') || x;
+  const img = x.querySelector('img');
+  const s = getComputedStyle(img);
+  return {text: rgb(getComputedStyle(label).color).slice(0, 3), under: background(label), page,
+          filter: s.filter, card: rgb(s.backgroundColor), padding: parseFloat(s.paddingLeft)};
+});
+"""
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_dark_mode_explorers_belong_to_the_page(server, browser, chapter):
+    """Issue 46: in dark mode an explorer's controls sit on the dark page (no light-grey panel)
+    in text of WCAG AA contrast (4.5:1) or more, and its figure is not dimmed by a filter: it
+    shows as drawn (black text on white), on a white card with padding."""
+    # a reader whose system is dark, on a first visit (the site follows the system)
+    browser.execute_cdp_cmd("Emulation.setEmulatedMedia",
+                            {"features": [{"name": "prefers-color-scheme", "value": "dark"}]})
+    try:
+        load(browser, f"{server}/chapters/{chapter}.html")
+        browser.execute_script("localStorage.removeItem('mode')")
+        load(browser, f"{server}/chapters/{chapter}.html")
+        assert browser.execute_script("return document.documentElement.dataset.theme") == "dark"
+        for look in browser.execute_script(DARK_LOOK):
+            assert look["under"] == look["page"], f"{chapter}: the controls sit on a panel {look}"
+            ratio = wcag_ratio(look["text"], look["under"])
+            assert ratio >= 4.5, f"{chapter}: controls' text at {ratio:.1f}:1 {look}"
+            assert look["filter"] == "none", f"{chapter}: the figure is filtered: {look['filter']}"
+            assert look["card"][:3] == [255, 255, 255] and look["padding"] >= 4, look
+    finally:
+        browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": []})
+
+
+@pytest.mark.parametrize("system", ["light", "dark"])
+def test_theme_button_first_click_shows_the_other_theme(server, system):
+    """Issue 46: a first visit follows the reader's system, and the theme button's first click
+    shows the other theme (it used to go from "light" to "auto", which looks the same)."""
+    with chromium() as driver:
+        driver.execute_cdp_cmd("Emulation.setEmulatedMedia",
+                               {"features": [{"name": "prefers-color-scheme", "value": system}]})
+        driver.get(f"{server}/chapters/01_attention_basics.html")
+        WebDriverWait(driver, 30).until(
+            lambda d: d.execute_script("return document.readyState") == "complete")
+        before = driver.execute_script("return document.documentElement.dataset.theme")
+        assert before == system
+        buttons = driver.find_elements(By.CSS_SELECTOR, ".theme-switch-button")
+        button = next(b for b in buttons if b.is_displayed())
+        button.click()
+        after = driver.execute_script("return document.documentElement.dataset.theme")
+        assert after != before, f"the first click left the {before} theme on screen"
+
+
+def test_scrolling_boxes_in_lazily_rendered_sections_become_keyboard_stops(server, phone):
+    """Sections below the screen render lazily (book.css) and the theme's loop that makes
+    scrollable boxes keyboard stops skips them until then (site_pages.lazy_tab_stops): once
+    the reader scrolls to one, a code block that scrolls sideways there is a keyboard stop."""
+    load(phone, f"{server}/chapters/08_sparse_linear.html")
+    script = (ROOT / "_build" / "html" / "_static" / "scripts" / "pydata-sphinx-theme.js").read_text()
+    assert "contentvisibilityautostatechange" in script
+    last = phone.find_elements(By.CSS_SELECTOR, "article.bd-article > section > section")[-2]
+    assert phone.execute_script("return getComputedStyle(arguments[0]).contentVisibility", last) == "auto"
+    phone.execute_script("arguments[0].scrollIntoView()", last)
+    WebDriverWait(phone, 10).until(lambda d: d.execute_script(
+        "const boxes = [...arguments[0].querySelectorAll('div.cell_input pre')]"
+        "  .filter(p => p.checkVisibility() && p.scrollWidth > p.clientWidth);"
+        "return boxes.length > 0 && boxes.every(p => p.tabIndex === 0)", last))

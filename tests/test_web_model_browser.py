@@ -96,6 +96,40 @@ def test_tokenizer_ids_equal_python_tokenizers(site, web_files, tmp_path):
     assert any(100 in w for w in want) and [101, 102] in want  # [UNK] and the empty string were tried
 
 
+def test_unknown_note_names_the_real_cause(site, web_files, tmp_path):
+    """Issue 46: a word over the tokenizer's word-length limit (``max_input_chars_per_word``)
+    becomes [UNK] whatever its letters, and the note says so, never blaming emoji; a word
+    with a character the vocabulary lacks gets a note naming that character."""
+    node = shutil.which("node")
+    if node is None:
+        if os.environ.get("CI"):
+            raise RuntimeError("CI needs node (.ci/run installs npm, which brings it)")
+        pytest.skip("node not installed")
+    shutil.copytree(site / LAB, tmp_path / "attention-lab")
+    shutil.copytree(site / "_static" / "tokenizers", tmp_path / "tokenizers")
+    (tmp_path / "package.json").write_text('{"type": "module"}')
+    texts = ["x" * 5000, "a word of " + "é" * 101 + " accents", "I love 🍕 and 😀", "x" * 150 + " ☃",
+             "x" * 100, "مرحبا بالعالم"]
+    (tmp_path / "texts.json").write_text(json.dumps(texts))
+    (tmp_path / "run.js").write_text(
+        'import { makeTokenizer, unknownNote } from "./attention-lab/tokenize.js";\n'
+        'import fs from "fs";\n'
+        'const encode = await makeTokenizer(JSON.parse(fs.readFileSync(process.argv[2], "utf8")));\n'
+        'const texts = JSON.parse(fs.readFileSync(process.argv[3], "utf8"));\n'
+        'const notes = texts.map((t) => unknownNote(encode(t), t, encode));\n'
+        'console.log(JSON.stringify([encode.maxWordChars, notes]));\n')
+    command = [node, str(tmp_path / "run.js"), str(web_files["tokenizer.json"]), str(tmp_path / "texts.json")]
+    out = subprocess.run(command, capture_output=True, text=True, check=True, timeout=60)
+    limit, (long, accents, emoji, both, at_limit, arabic) = json.loads(out.stdout)
+    assert limit == json.loads(web_files["tokenizer.json"].read_text())["model"]["max_input_chars_per_word"]
+    assert long.startswith("1 token is [UNK]") and f"longer than {limit} characters (5,000)" in long, long
+    assert "emoji" not in long and "no piece" not in long, long
+    assert f"longer than {limit} characters (101)" in accents, accents  # accents stripped, as BERT does
+    assert "longer than" not in emoji and "“🍕”" in emoji and "“😀”" in emoji, emoji
+    assert "longer than" in both and "“☃”" in both and both.startswith("2 tokens are [UNK]"), both
+    assert at_limit == "" and arabic == ""  # 100 characters is within the limit; Arabic has pieces
+
+
 # ---------------------------------------------------------------- the page in Chromium
 class QuietHandler(http.server.SimpleHTTPRequestHandler):
     def log_message(self, *args):
@@ -257,6 +291,68 @@ def test_bad_input_gets_a_message(lab, text, kind):
     assert shown.strip(), f"no message for {text!r}"
     hidden = lab.execute_script("return document.querySelector('#attention-lab .lab-result').hidden")
     assert hidden == (kind is not None)  # never a blank panel
+    assert not severe(lab)
+
+
+def test_a_word_over_the_length_limit_gets_the_real_reason(lab):
+    """A 5,000-character word is computed as one [UNK]; the note says it is longer than the
+    tokenizer's limit for a word, not that it holds emoji or rare symbols."""
+    page = type_sentence(lab, "x" * 5000)
+    assert page["problem"] is None and page["ids"] == [101, 100, 102]
+    note = lab.execute_script("return document.querySelector('#attention-lab .lab-note').textContent")
+    assert "longer than 100 characters (5,000)" in note and "emoji" not in note, note
+    assert not severe(lab)
+
+
+# the tokens line in reading order: each token's box left of the next one's on its line, and
+# a continuation piece's "##" at its left ("##ر", not "ر##")
+TOKEN_ORDER = r"""
+const boxes = [...document.querySelectorAll('#attention-lab .lab-tokens .lab-token')];
+const out = {tokens: boxes.map(b => b.textContent), order: [], marks: []};
+boxes.forEach((b, i) => {
+  const r = b.getBoundingClientRect();
+  const next = boxes[i + 1] && boxes[i + 1].getBoundingClientRect();
+  if (next && Math.abs(next.top - r.top) < 2) out.order.push(next.left > r.left);
+  if (b.textContent.startsWith('##') && b.textContent.length > 2) {
+    const range = document.createRange();
+    range.setStart(b.firstChild, 0); range.setEnd(b.firstChild, 2);
+    const mark = range.getBoundingClientRect();
+    range.setStart(b.firstChild, 2); range.setEnd(b.firstChild, b.textContent.length);
+    out.marks.push(mark.right <= range.getBoundingClientRect().left + 0.5);
+  }
+});
+return out;
+"""
+
+
+def test_right_to_left_text_shows_tokens_in_order(lab):
+    """Arabic and Hebrew: the tokens line, the heatmap's labels and the lines view show the
+    tokens in the model's order (the bidi algorithm does not run one right-to-left word's
+    pieces together and reverse them), each with its "##" in front."""
+    lab.execute_script(
+        "const proto = CanvasRenderingContext2D.prototype; window.__labels = [];"
+        "if (!proto.__fillText) proto.__fillText = proto.fillText;"
+        "proto.fillText = function (t, ...rest) { window.__labels.push([t, this.direction]);"
+        " return proto.__fillText.call(this, t, ...rest); };")
+    try:
+        page = type_sentence(lab, "مرحبا بالعالم and שלום עולם")
+        assert page["problem"] is None
+        shown = lab.execute_script(TOKEN_ORDER)
+        assert shown["tokens"] == lab.execute_script("return window.attentionLab.tokens")
+        assert any(t.startswith("##") for t in shown["tokens"]), shown["tokens"]
+        assert shown["order"] and all(shown["order"]), shown
+        assert shown["marks"] and all(shown["marks"]), shown
+        labels = lab.execute_script("return window.__labels")
+        rows = [t for t, _ in labels][: page["L"]]
+        assert rows == shown["tokens"] and all(d == "ltr" for _, d in labels), labels[:6]
+        isolated = lab.execute_script(
+            "return [...document.querySelectorAll('#attention-lab .lab-lines text,"
+            " #attention-lab .lab-text-list bdi')].every(t => getComputedStyle(t).unicodeBidi === 'isolate'"
+            " && getComputedStyle(t).direction === 'ltr')")
+        assert isolated
+    finally:
+        lab.execute_script("const proto = CanvasRenderingContext2D.prototype;"
+                           " if (proto.__fillText) proto.fillText = proto.__fillText;")
     assert not severe(lab)
 
 

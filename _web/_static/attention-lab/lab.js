@@ -40,6 +40,13 @@ function el(tag, attrs = {}, ...children) {
   node.append(...children);
   return node;
 }
+// Tokens are shown in the model's order, left to right like the heatmap's axes, whatever the
+// script of the text: each token is isolated from its neighbours (dir="ltr" on its element,
+// an isolate in SVG, one fillText call a label on a canvas), so the bidi algorithm never runs
+// a right-to-left word's pieces together and reverses them; inside a token, Arabic or Hebrew
+// letters still read right to left, and a continuation piece keeps its "##" in front
+// ("##ر", never "ر##").
+const TOKEN_DIRECTION = "ltr";
 const svgEl = (tag, attrs = {}) => {
   const node = document.createElementNS("http://www.w3.org/2000/svg", tag);
   for (const [key, value] of Object.entries(attrs)) node.setAttribute(key, value);
@@ -138,6 +145,7 @@ function drawHeatmap(ui, root) {
   ui.heatmap.style.height = `${size}px`;
   ctx.scale(dpr, dpr);
   ctx.font = `${font}px sans-serif`;
+  ctx.direction = TOKEN_DIRECTION;  // each label is drawn alone: no token reorders another
   ctx.fillStyle = themeColors(root).text;
   const every = Math.max(1, Math.ceil(font / cell));  // label every token if they fit
   ctx.textBaseline = "middle";
@@ -180,6 +188,7 @@ function drawLines(ui, root, focus = null) {
   ui.lines.append(linesGroup);
   tokens.forEach((token, i) => {
     const query = svgEl("text", { x: column, y: y(i), "text-anchor": "end", "dominant-baseline": "middle",
+      direction: TOKEN_DIRECTION, "unicode-bidi": "isolate",
       fill: colors.text, tabindex: "0", role: "button", class: focus === i ? "lab-focus" : "",
       "aria-pressed": String(focus === i), "aria-label": `query ${token}: show only its lines` });
     query.textContent = token;
@@ -188,7 +197,8 @@ function drawLines(ui, root, focus = null) {
     query.addEventListener("keydown", (event) => {
       if (event.key === "Enter" || event.key === " ") { event.preventDefault(); choose(); refocus(ui, i); }
     });
-    const key = svgEl("text", { x: width - column, y: y(i), "dominant-baseline": "middle", fill: colors.text, "aria-hidden": "true" });
+    const key = svgEl("text", { x: width - column, y: y(i), "dominant-baseline": "middle", fill: colors.text, "aria-hidden": "true",
+      direction: TOKEN_DIRECTION, "unicode-bidi": "isolate" });
     key.textContent = token;
     ui.lines.append(query, key);
   });
@@ -201,9 +211,9 @@ function refocus(ui, i) {
 
 function drawTextAlternative(ui) {
   const rows = headMap(state.attentions, state.L, state.numHeads, state.layer, state.head);
-  ui.textList.replaceChildren(...rows.map((row, i) => el("li", {
-    text: `${state.tokens[i]} → ` + topAttended(row, 3).map(({ index, weight }) => `${state.tokens[index]} ${fmt(weight)}`).join(", "),
-  })));
+  const token = (i) => el("bdi", { dir: TOKEN_DIRECTION, text: state.tokens[i] });
+  ui.textList.replaceChildren(...rows.map((row, i) => el("li", {}, token(i), " → ",
+    ...topAttended(row, 3).flatMap(({ index, weight }, k) => [k ? ", " : "", token(index), ` ${fmt(weight)}`]))));
 }
 
 function drawThumb(canvas, rows) {
@@ -278,7 +288,7 @@ function choose(ui, root, layer, head) {
 
 function drawAll(ui, root) {
   ui.tokens.replaceChildren(el("span", { class: "lab-label", text: `${state.L} tokens: ` }),
-    ...state.tokens.flatMap((t) => [el("code", { class: t === "[UNK]" ? "lab-token lab-unk" : "lab-token", text: t }), " "]));
+    ...state.tokens.flatMap((t) => [el("code", { class: t === "[UNK]" ? "lab-token lab-unk" : "lab-token", dir: TOKEN_DIRECTION, text: t }), " "]));
   drawHead(ui, root);
   drawGrid(ui);
   const best = state.nearest;
@@ -371,7 +381,7 @@ function makeRunner(ui, root, lab) {
       state.nearest = nearest(embedding, state.meta.sentence_embeddings);
       ui.result.hidden = false;
       drawAll(ui, root);
-      ui.note.textContent = unknownNote(encoded);
+      ui.note.textContent = unknownNote(encoded, text, lab.encode);
       ui.note.hidden = !ui.note.textContent;
       say(ui, `Computed in your browser. ${describe(state.meta)}`);
       Object.assign(state.timings, { model: drawn - ran, draw: performance.now() - drawn });

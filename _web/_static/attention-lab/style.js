@@ -19,7 +19,9 @@ export const CSS = `
   border: 1px solid var(--pst-color-border, #aaa); border-radius: 0.3em; }
 #attention-lab .lab-help { font-size: 0.85em; margin: 0.2em 0 0.6em; opacity: 0.85; }
 #attention-lab .lab-tokens { line-height: 1.9; }
-#attention-lab .lab-token { margin-right: 0.25em; white-space: nowrap; }
+#attention-lab .lab-token { margin-right: 0.25em; white-space: nowrap; unicode-bidi: isolate; }
+#attention-lab .lab-tokens, #attention-lab .lab-text-list { direction: ltr; }
+#attention-lab .lab-text-list bdi { unicode-bidi: isolate; }
 #attention-lab .lab-unk { outline: 2px dashed var(--pst-color-warning, #b45309); }
 #attention-lab .lab-controls { display: flex; gap: 0.5em; align-items: center; flex-wrap: wrap; }
 #attention-lab .lab-controls select { font: inherit; color: var(--pst-color-text-base, inherit);
