@@ -115,7 +115,9 @@ assignments: setup
 # the built website (same executed notebooks, same numbers; _ext/pdf_edition.py). `make pdf
 # SOLUTIONS=hide`: the student edition, _build/pdf/learn-attention-student.pdf, no solutions.
 .PHONY: pdf
-pdf: book
+# Both editions print the full website (the student one leaves its solutions out).
+pdf: setup
+	$(MAKE) book SOLUTIONS=
 	$(PY) _ext/pdf_edition.py --solutions $(if $(filter hide,$(SOLUTIONS)),hide,show)
 
 bench: setup

@@ -29,8 +29,10 @@ import base64
 import contextlib
 import copy
 import html
+import io
 import json
 import math
+import os
 import re
 import shutil
 import sys
@@ -163,6 +165,19 @@ def default_settings(data: dict, start: list[int]) -> list[dict[str, str]]:
     return settings[:MAX_FRAMES]
 
 
+COLUMN_PX = 665
+"""The printed text column in CSS px (A4 less the margins of ``pdf_print.css``: 176 mm)."""
+MIN_TEXT_PX = 9.35
+"""The smallest text a printed frame may show, in CSS px at print size (7 pt)."""
+
+
+def strip_columns(width: int, min_text_px: float) -> int:
+    """Two frames a row when their smallest text stays at least 7 pt at half the column,
+    else one (a frame never printed larger than the site shows it)."""
+    half = (COLUMN_PX - 19) / 2  # a 5 mm gap
+    return 2 if min_text_px * min(1.0, half / width) >= MIN_TEXT_PX else 1
+
+
 def explorer_strip(soup: BeautifulSoup, explorer: Tag, chapter: str, warnings: list[str]) -> Tag:
     """The printed explorer: a grid of frames, each captioned with its control values."""
     data = json.loads(explorer.select_one("script.ac-frames").string)
@@ -198,7 +213,7 @@ def explorer_strip(soup: BeautifulSoup, explorer: Tag, chapter: str, warnings: l
         figure.append(caption)
         grid.append(figure)
     strip.append(grid)
-    strip["data-explorer-width"] = str(wide["width"])
+    strip["data-columns"] = str(strip_columns(wide["width"], wide.get("min_text_px") or 0.0))
     return strip
 
 
@@ -381,15 +396,29 @@ def page_section(docname: str, site: Path, url: str, student: bool, warnings: li
 # The document
 
 
+def is_heading(tag: Tag) -> bool:
+    """What Chromium puts in the outline: h1-h6 and elements with the role of a heading."""
+    return bool(re.fullmatch(r"h[1-6]", tag.name)) or tag.get("role") == "heading"
+
+
+def heading_text(tag: Tag) -> str:
+    """A heading's text for the outline, an equation in it as its letters (``d_k``: dk)."""
+    tag = copy.copy(tag)
+    for equation in tag.select("mjx-container"):
+        mml = equation.select_one("mjx-assistive-mml")
+        equation.replace_with(mml.get_text("", strip=True) if mml else "")
+    return " ".join(tag.get_text(" ", strip=True).split())
+
+
 def page_title(section: Tag) -> str:
     h1 = section.find("h1")
     return h1.get_text(" ", strip=True) if h1 else section["data-docname"]
 
 
 def book_html(site: Path, student: bool, page_numbers: dict[str, int] | None = None,
-              root: Path = ROOT) -> tuple[str, list[dict], list[str]]:
-    """The joined document, a list of its pages (``docname``, ``title``, ``part``), and
-    warnings."""
+              root: Path = ROOT) -> tuple[str, list[dict], list[str], list[str]]:
+    """The joined document, a list of its pages (``docname``, ``title``, ``part``), its
+    headings in order (the outline's titles), and warnings."""
     config = yaml.safe_load((root / "_config.yml").read_text(encoding="utf-8"))
     url = site_url(root)
     warnings: list[str] = []
@@ -411,7 +440,8 @@ def book_html(site: Path, student: bool, page_numbers: dict[str, int] | None = N
             last_part = page["part"]
         n = numbers.get(page["docname"], "")
         toc.append(f'<li><a href="#{anchor(page["docname"])}"><span class="pdf-toc-title">'
-                   f'{html.escape(page["title"])}</span><span class="pdf-toc-page">{n}</span></a></li>')
+                   f'{html.escape(page["title"])}</span><span class="pdf-toc-page" '
+                   f'data-for="{html.escape(page["docname"])}">{n}</span></a></li>')
     front = (f'<section class="pdf-title-page"><img class="pdf-logo" src="{logo.as_uri()}" alt="">'
              f'<p class="pdf-book-title">{html.escape(title)}</p>'
              f'<p class="pdf-book-subtitle">From the first dot product to GQA and RoPE</p>'
@@ -434,17 +464,29 @@ def book_html(site: Path, student: bool, page_numbers: dict[str, int] | None = N
     defs = (f'<svg id="MJX-SVG-global-cache" style="display:none" aria-hidden="true"><defs>'
             f'{"".join(glyphs)}</defs></svg>')
     styles = list(dict.fromkeys(st for section in sections for st in section.head_styles))
+    titles = [heading_text(h) for section in sections for h in section.find_all(is_heading)]
     body = "".join(str(s) for s in sections)
     doc = (f'<!DOCTYPE html><html lang="en" data-theme="light"><head><meta charset="utf-8">'
            f'<title>{html.escape(title)}</title>{links}{"".join(styles)}'
            f'<style>{PRINT_CSS.read_text(encoding="utf-8")}</style></head>'
            f'<body class="pdf-edition{" pdf-student" if student else ""}">{defs}'
            f'<article class="bd-article">{front}{body}</article></body></html>')
-    return doc, pages, warnings
+    return doc, pages, titles, warnings
 
 
 # ---------------------------------------------------------------------------------------------
 # Printing
+
+
+def browser_paths() -> tuple[str | None, str | None]:
+    """Chromium and its driver: Debian's (``.ci/run``), or Chrome and the driver a GitHub
+    runner comes with (``$CHROMEWEBDRIVER``); ``$PDF_CHROME`` and ``$PDF_CHROMEDRIVER`` win."""
+    binary = os.environ.get("PDF_CHROME") or next(
+        (shutil.which(n) for n in ("chromium", "google-chrome", "chromium-browser") if shutil.which(n)), None)
+    driver = os.environ.get("PDF_CHROMEDRIVER") or shutil.which("chromedriver")
+    if not driver and os.environ.get("CHROMEWEBDRIVER"):
+        driver = str(Path(os.environ["CHROMEWEBDRIVER"]) / "chromedriver")
+    return binary, driver
 
 
 @contextlib.contextmanager
@@ -452,14 +494,17 @@ def chromium():
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
+    binary, driver_path = browser_paths()
+    if not binary:
+        raise SystemExit("make pdf needs Chromium (Debian: apt-get install chromium chromium-driver)")
     profile = tempfile.mkdtemp(prefix="pdf-chromium-")
     opts = webdriver.ChromeOptions()
-    opts.binary_location = shutil.which("chromium")
+    opts.binary_location = binary
     for flag in (*CHROMIUM_FLAGS, "--window-size=1000,1400", f"--user-data-dir={profile}"):
         opts.add_argument(flag)
     driver = None
     try:
-        driver = webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=opts)
+        driver = webdriver.Chrome(service=Service(driver_path), options=opts)
         yield driver
     finally:
         if driver is not None:
@@ -498,11 +543,12 @@ def clean_title(title: str) -> str:
     return title
 
 
-def outline_pages(pdf_path: Path) -> list[tuple[str, int, int]]:
-    """``[(title, level, page number from 1)]`` of the PDF's outline, in order."""
+def outline_pages(pdf) -> list[tuple[str, int, int]]:
+    """``[(title, level, page number from 1)]`` of the outline of ``pdf`` (a path or a
+    ``PdfReader``), in order."""
     from pypdf import PdfReader
 
-    reader = PdfReader(str(pdf_path))
+    reader = pdf if isinstance(pdf, PdfReader) else PdfReader(str(pdf))
     out = []
 
     def walk(items, level):
@@ -516,31 +562,34 @@ def outline_pages(pdf_path: Path) -> list[tuple[str, int, int]]:
     return out
 
 
-def headings(doc: str) -> list[str]:
-    """Every heading of the joined document, in order: the outline's titles."""
-    soup = BeautifulSoup(doc, "html.parser")
-    return [" ".join(h.get_text(" ", strip=True).split()) for h in soup.find_all(re.compile(r"^h[1-6]$"))]
+def fill_contents(doc: str, starts: dict[str, int]) -> str:
+    """The page numbers in the contents, from the first printing (the contents are one
+    line a page, so numbers move nothing)."""
+    def number(match: re.Match) -> str:
+        return f'{match.group(1)}{starts.get(html.unescape(match.group(2)), "")}</span>'
+    return re.sub(r'(<span class="pdf-toc-page" data-for="([^"]*)">)[^<]*</span>', number, doc)
 
 
-def page_starts(pdf_path: Path, pages: list[dict]) -> dict[str, int]:
+def page_starts(entries: list[tuple[str, int, int]], pages: list[dict]) -> dict[str, int]:
     """Docname -> the page it starts on: the outline's first-level entries are the pages'
     titles (their h1), in order."""
-    top = [p for _, level, p in outline_pages(pdf_path) if level == 0]
+    top = [p for _, level, p in entries if level == 0]
     if len(top) != len(pages):
         raise RuntimeError(f"the PDF's outline has {len(top)} first-level entries for {len(pages)} pages")
     return {page["docname"]: start for page, start in zip(pages, top)}
 
 
-def finish(pdf_path: Path, title: str, author: str, titles: list[str]) -> None:
+def finish(reader, entries, pdf_path: Path, title: str, author: str, titles: list[str]) -> None:
     """The outline rebuilt with the headings' own text (Chromium's repeats or cuts some),
     a first entry for the contents, the title and author in the PDF's information, and a
     viewer opens it on the outline."""
-    from pypdf import PdfReader, PdfWriter
+    from pypdf import PdfWriter
 
-    reader = PdfReader(str(pdf_path))
-    entries = outline_pages(pdf_path)
     if len(entries) == len(titles):
         entries = [(name, level, page) for name, (_, level, page) in zip(titles, entries)]
+    else:
+        print(f"pdf: warning: {len(entries)} outline entries for {len(titles)} headings: "
+              "Chromium's titles kept", file=sys.stderr)
     writer = PdfWriter(clone_from=reader)
     writer._root_object.pop("/Outlines", None)
     writer.add_outline_item(title="Contents", page_number=1)
@@ -566,30 +615,33 @@ def build(student: bool = False, site: Path = SITE, out: Path = OUT, root: Path 
     stem = "book-student" if student else "book"
     html_path = out / f"{stem}.html"
     pdf_path = out / (STUDENT_PDF_NAME if student else PDF_NAME)
-    doc, pages, warnings = book_html(site, student, root=root)
+    doc, pages, titles, warnings = book_html(site, student, root=root)
     for w in warnings:
         print(f"pdf: warning: {w}", file=sys.stderr)
     html_path.write_text(doc, encoding="utf-8")
+    from pypdf import PdfReader
+
     with chromium() as driver:
         t1 = time.time()
-        pdf_path.write_bytes(print_pdf(driver, html_path, title))
+        first = print_pdf(driver, html_path, title)
         print(f"pdf: first printing {time.time() - t1:.0f} s", file=sys.stderr)
-        starts = page_starts(pdf_path, pages)
-        doc, pages, _ = book_html(site, student, starts, root=root)  # the contents' page numbers
+        starts = page_starts(outline_pages(PdfReader(io.BytesIO(first))), pages)
+        doc = fill_contents(doc, starts)  # the contents' page numbers
         html_path.write_text(doc, encoding="utf-8")
         t1 = time.time()
-        pdf_path.write_bytes(print_pdf(driver, html_path, title))
+        second = print_pdf(driver, html_path, title)
         print(f"pdf: second printing {time.time() - t1:.0f} s", file=sys.stderr)
-    starts = page_starts(pdf_path, pages)
-    finish(pdf_path, title, config.get("author", ""), headings(doc))
+    t1 = time.time()
+    reader = PdfReader(io.BytesIO(second))
+    entries = outline_pages(reader)
+    starts = page_starts(entries, pages)
+    finish(reader, entries, pdf_path, title, config.get("author", ""), titles)
+    print(f"pdf: outline and information {time.time() - t1:.0f} s", file=sys.stderr)
     manifest = {"pdf": pdf_path.name, "student": student, "pages": [
         {**p, "start": starts.get(p["docname"])} for p in pages]}
     (out / f"{stem}.json").write_text(json.dumps(manifest, indent=1, ensure_ascii=False), encoding="utf-8")
-    from pypdf import PdfReader
-
-    n = len(PdfReader(str(pdf_path)).pages)
-    print(f"pdf: {pdf_path.relative_to(root)}: {n} pages, {pdf_path.stat().st_size / 1e6:.1f} MB, "
-          f"{time.time() - t0:.0f} s")
+    print(f"pdf: {pdf_path.relative_to(root)}: {len(reader.pages)} pages, "
+          f"{pdf_path.stat().st_size / 1e6:.1f} MB, {time.time() - t0:.0f} s")
     return pdf_path
 
 
