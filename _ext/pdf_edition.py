@@ -207,7 +207,8 @@ def explorer_strip(soup: BeautifulSoup, explorer: Tag, chapter: str, warnings: l
         figure = soup.new_tag("figure", attrs={"class": "pdf-frame"})
         figure.append(soup.new_tag("img", attrs={
             "src": src, "width": str(wide["width"]), "height": str(wide["height"]),
-            "alt": f"{data['alt']} Shown: " + ", ".join(f"{a} {b}" for a, b in zip(data["names"], shown))}))
+            "alt": f"{data['alt']} Shown: " + ", ".join(f"{a} {b}" for a, b in zip(data["names"], shown)),
+            "data-min-text-px": str(wide.get("min_text_px") or "")}))
         caption = soup.new_tag("figcaption")
         caption.string = ", ".join(f"{a} = {b}" for a, b in zip(data["names"], shown))
         figure.append(caption)
@@ -307,7 +308,7 @@ def page_section(docname: str, site: Path, url: str, student: bool, warnings: li
     page_dir = path.parent
 
     for sel in ("script:not(.ac-frames):not(.ac-quiz-data)", "a.headerlink", "button",
-                ".toggle-details__summary", "noscript", "style"):
+                ".toggle-details__summary", "noscript", "style", ".ac-pdf-link"):
         for el in article.select(sel):
             el.decompose()
     # the website's hidden code cells: shown
@@ -517,6 +518,34 @@ FOOTER = ('<div style="font-size:8pt;width:100%;padding:0 16mm;color:#555;displa
           '<span>{title}</span><span class="pageNumber"></span></div>')
 
 
+OVERFLOW_JS = """
+const out = [];
+for (const el of document.querySelectorAll('pre, div.math, mjx-container, table, img, .pdf-strip, dl, p')) {
+  if (el.scrollWidth > el.clientWidth + 1 && getComputedStyle(el).overflowX !== 'visible'
+      || el.getBoundingClientRect().right > document.body.getBoundingClientRect().right + 1) {
+    const page = el.closest('section.pdf-page');
+    out.push((page ? page.dataset.docname : '') + ': ' + el.tagName.toLowerCase() + ' '
+             + (el.textContent || el.getAttribute('alt') || '').trim().slice(0, 60));
+  }
+}
+return out;
+"""
+
+
+def overflowing(driver) -> list[str]:
+    """What would run past the printed column: laid out at the column's width in print
+    media, every code block, equation, table and image that is wider than its box or
+    reaches past the page's right edge."""
+    driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"media": "print"})
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
+        "width": COLUMN_PX, "height": 1000, "deviceScaleFactor": 1, "mobile": False})
+    try:
+        return driver.execute_script(OVERFLOW_JS)
+    finally:
+        driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+        driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"media": ""})
+
+
 def print_pdf(driver, html_path: Path, title: str) -> bytes:
     driver.get(html_path.resolve().as_uri())
     driver.execute_script("return document.fonts.ready.then(() => true)")
@@ -631,13 +660,16 @@ def build(student: bool = False, site: Path = SITE, out: Path = OUT, root: Path 
         t1 = time.time()
         second = print_pdf(driver, html_path, title)
         print(f"pdf: second printing {time.time() - t1:.0f} s", file=sys.stderr)
+        wide = overflowing(driver)
+    for w in wide:
+        print(f"pdf: warning: wider than the page: {w}", file=sys.stderr)
     t1 = time.time()
     reader = PdfReader(io.BytesIO(second))
     entries = outline_pages(reader)
     starts = page_starts(entries, pages)
     finish(reader, entries, pdf_path, title, config.get("author", ""), titles)
     print(f"pdf: outline and information {time.time() - t1:.0f} s", file=sys.stderr)
-    manifest = {"pdf": pdf_path.name, "student": student, "pages": [
+    manifest = {"pdf": pdf_path.name, "student": student, "overflowing": wide, "pages": [
         {**p, "start": starts.get(p["docname"])} for p in pages]}
     (out / f"{stem}.json").write_text(json.dumps(manifest, indent=1, ensure_ascii=False), encoding="utf-8")
     print(f"pdf: {pdf_path.relative_to(root)}: {len(reader.pages)} pages, "

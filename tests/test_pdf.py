@@ -205,6 +205,40 @@ def test_quiz_questions_in_place_answers_at_the_chapter_end(pdf, manifest, site,
                 assert squeeze(plain)[:40] in squeeze(words[:answers_at]), f"{chapter}: choice {plain!r}"
 
 
+# ---------------------------------------------------------------- print quality
+def test_nothing_runs_past_the_printed_column(manifest):
+    """Code wraps, equations and figures shrink to the column (the build lays the book out
+    at the column's width in print media and lists what is wider)."""
+    assert manifest["overflowing"] == [], manifest["overflowing"][:10]
+
+
+def test_explorer_frames_keep_their_text_at_least_7_pt():
+    assert pdf_edition.strip_columns(720, 10.41) == 1
+    assert pdf_edition.strip_columns(300, 12.0) == 2
+    for width, text_px in ((720, 10.41), (460, 9.72), (300, 12.0)):
+        columns = pdf_edition.strip_columns(width, text_px)
+        shown = min(width, pdf_edition.COLUMN_PX if columns == 1 else (pdf_edition.COLUMN_PX - 19) / 2)
+        assert text_px * shown / width * 0.75 >= 6.9, (width, text_px, columns)
+
+
+def test_text_in_figures_is_at_least_7_pt_as_printed(pdf):
+    """Every figure and frame whose smallest text the build recorded, at the width it is
+    printed (its own, or the column's when wider; half of it for a two-column strip)."""
+    book = BeautifulSoup((OUT / "book.html").read_text(encoding="utf-8"), "html.parser")
+    small = []
+    for img in book.select("img[data-min-text-px]"):
+        if not img["data-min-text-px"]:
+            continue
+        width = float(img["width"])
+        strip = img.find_parent("div", class_="pdf-strip")
+        column = (pdf_edition.COLUMN_PX - 19) / 2 if strip and strip.get("data-columns") == "2" \
+            else pdf_edition.COLUMN_PX
+        pt = float(img["data-min-text-px"]) * min(1.0, column / width) * 0.75
+        if pt < 6.9:
+            small.append(f"{img.get('alt', '')[:60]}: {pt:.1f} pt")
+    assert not small, small
+
+
 # ---------------------------------------------------------------- fonts
 def test_fonts_are_embedded(pdf):
     out = subprocess.run(["pdffonts", str(pdf)], capture_output=True, text=True, check=True).stdout
