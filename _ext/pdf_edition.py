@@ -165,8 +165,8 @@ def default_settings(data: dict, start: list[int]) -> list[dict[str, str]]:
     return settings[:MAX_FRAMES]
 
 
-COLUMN_PX = 665
-"""The printed text column in CSS px (A4 less the margins of ``pdf_print.css``: 176 mm)."""
+COLUMN_PX = 687
+"""The printed text column in CSS px (A4 less the margins of ``pdf_print.css``: 182 mm)."""
 MIN_TEXT_PX = 9.35
 """The smallest text a printed frame may show, in CSS px at print size (7 pt)."""
 
@@ -513,7 +513,7 @@ def chromium():
         shutil.rmtree(profile, ignore_errors=True)
 
 
-FOOTER = ('<div style="font-size:8pt;width:100%;padding:0 16mm;color:#555;display:flex;'
+FOOTER = ('<div style="font-size:8pt;width:100%;padding:0 14mm;color:#555;display:flex;'
           'justify-content:space-between;font-family:sans-serif">'
           '<span>{title}</span><span class="pageNumber"></span></div>')
 
