@@ -82,6 +82,9 @@ STRIPS: dict[str, list[dict[str, str]]] = {
     "14_real_llm": [{"layer": v} for v in ("1", "10", "19", "30")],
 }
 MAX_FRAMES = 6
+WEB_MODEL_SELECTOR = "div.attention-lab, [data-web-model], [data-pdf-note]"
+"""A part of a page that runs a model in the browser (chapter 13's attention lab); another
+such part gets printed as a note when it carries ``data-pdf-note="what it does:"``."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -322,15 +325,16 @@ def page_section(docname: str, site: Path, url: str, student: bool, warnings: li
     for explorer in article.select("div.ac-explorer"):
         explorer.replace_with(explorer_strip(soup, explorer, chapter, warnings))
     # the in-browser model: a note with the page's address and a static figure
-    for lab in article.select("div.attention-lab, [data-web-model]"):
+    for lab in article.select(WEB_MODEL_SELECTOR):
         note = soup.new_tag("div", attrs={"class": "admonition note pdf-web-note"})
         title = soup.new_tag("p", attrs={"class": "admonition-title"})
         title.string = "On the website"
         note.append(title)
         body = soup.new_tag("p")
         page_url = f"{url}{docname}.html"
-        body.append(NavigableString("This section runs the model in your browser, on any sentence "
-                                    "you type: "))
+        body.append(NavigableString(lab.get("data-pdf-note") or "This section runs the model in your "
+                                    "browser, on any sentence you type:"))
+        body.append(NavigableString(" "))
         link = soup.new_tag("a", attrs={"href": page_url, "class": "pdf-url"})
         link.string = page_url
         body.append(link)

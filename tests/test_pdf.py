@@ -92,6 +92,40 @@ def full_text(pdf) -> str:
     return text(pdf)
 
 
+@pytest.fixture(scope="module")
+def page_texts(full_text) -> list[str]:
+    """The text of each page (pdftotext ends each with a form feed)."""
+    return full_text.split("\f")
+
+
+@pytest.fixture(scope="module")
+def ranges(pdf, manifest) -> dict[str, tuple[int, int]]:
+    from pypdf import PdfReader
+
+    return chapter_ranges(manifest, len(PdfReader(str(pdf)).pages))
+
+
+@pytest.fixture(scope="module")
+def book(pdf) -> BeautifulSoup:
+    """The joined document the PDF was printed from."""
+    return BeautifulSoup((OUT / "book.html").read_text(encoding="utf-8"), "html.parser")
+
+
+@pytest.fixture(scope="module")
+def images_per_page(pdf) -> dict[int, int]:
+    out = subprocess.run(["pdfimages", "-list", str(pdf)], capture_output=True, text=True, check=True).stdout
+    counts: dict[int, int] = {}
+    for line in out.splitlines()[2:]:
+        cols = line.split()
+        if cols[2] == "image":
+            counts[int(cols[0])] = counts.get(int(cols[0]), 0) + 1
+    return counts
+
+
+def pages_text(page_texts: list[str], first: int, last: int) -> str:
+    return "\f".join(page_texts[first - 1:last])
+
+
 # ---------------------------------------------------------------- opens, outline
 def test_pdf_exists_and_opens(pdf):
     from pypdf import PdfReader
@@ -123,8 +157,9 @@ def test_contents_page_gives_page_numbers(pdf, manifest):
     for page in manifest["pages"][1:]:
         line = next((ln for ln in contents.splitlines() if ln.strip().startswith(page["title"][:25])), None)
         assert line is not None, f"contents lack {page['title']}"
-    numbers = {int(n) for n in re.findall(r"^\s*(\d+)\s*$", contents, re.M)}
-    assert {p["start"] for p in manifest["pages"]} <= numbers | set(), (numbers, manifest["pages"])
+    numbers = {int(n) for n in re.findall(r"(?<![\d.])(\d+)(?![\d.])", contents)}
+    missing = {p["start"] for p in manifest["pages"]} - numbers
+    assert not missing, f"the contents lack the page numbers {missing}"
 
 
 # ---------------------------------------------------------------- nothing raw
@@ -150,11 +185,8 @@ def test_no_raw_myst_no_widget_errors(full_text, site):
     assert not found, f"raw source or errors on paper (beyond the site's code): {found}"
 
 
-def test_links_out_of_the_book_are_printed_and_the_web_model_is_a_note(full_text, manifest, pdf):
-    from pypdf import PdfReader
-
-    ranges = chapter_ranges(manifest, len(PdfReader(str(pdf)).pages))
-    ch13 = text(pdf, *ranges["chapters/13_pretrained_model"])
+def test_links_out_of_the_book_are_printed_and_the_web_model_is_a_note(full_text, page_texts, ranges):
+    ch13 = pages_text(page_texts, *ranges["chapters/13_pretrained_model"])
     url = pdf_edition.site_url()
     nohyphen = str.maketrans("", "", "-")  # pdftotext takes a hyphen at a line's end for a break
     assert squeeze(f"{url}chapters/13_pretrained_model.html").translate(nohyphen) \
@@ -163,10 +195,9 @@ def test_links_out_of_the_book_are_printed_and_the_web_model_is_a_note(full_text
     assert "Running the model needs JavaScript" not in full_text
 
 
-def test_cross_references_citations_and_terms_land_inside_the_book(pdf):
+def test_cross_references_citations_and_terms_land_inside_the_book(book):
     """Every link between pages of the website (a section, a citation, a glossary term, an
     exercise) is a link inside the PDF, to an element that is there."""
-    book = BeautifulSoup((OUT / "book.html").read_text(encoding="utf-8"), "html.parser")
     ids = {el["id"] for el in book.find_all(id=True)}
     links = [a["href"][1:] for a in book.select('a[href^="#"]')]
     assert len(links) > 500
@@ -191,19 +222,10 @@ def site_figures(site: Path, docname: str) -> tuple[int, int]:
     return len(images), len(explorers)
 
 
-def pdf_images(pdf: Path, first: int, last: int) -> int:
-    out = subprocess.run(["pdfimages", "-list", "-f", str(first), "-l", str(last), str(pdf)],
-                         capture_output=True, text=True, check=True).stdout
-    return sum(1 for line in out.splitlines()[2:] if line.split()[2:3] == ["image"])
-
-
 @pytest.mark.parametrize("chapter", CHAPTERS)
-def test_every_figure_and_explorer_of_a_chapter_is_printed(pdf, manifest, site, chapter):
-    from pypdf import PdfReader
-
+def test_every_figure_and_explorer_of_a_chapter_is_printed(book, ranges, images_per_page, site, chapter):
     docname = f"chapters/{chapter}"
     figures, explorers = site_figures(site, docname)
-    book = BeautifulSoup((OUT / "book.html").read_text(encoding="utf-8"), "html.parser")
     section = book.select_one(f'section[data-docname="{docname}"]')
     strips = section.select("div.pdf-strip")
     assert len(strips) == explorers, f"{chapter}: {explorers} explorers, {len(strips)} strips"
@@ -214,19 +236,16 @@ def test_every_figure_and_explorer_of_a_chapter_is_printed(pdf, manifest, site, 
         assert all("=" in f.figcaption.get_text() for f in shown), "each frame labelled with its controls"
         frames += len(shown)
     notes = len(section.select(".pdf-web-figure img"))
-    ranges = chapter_ranges(manifest, len(PdfReader(str(pdf)).pages))
-    printed = pdf_images(pdf, *ranges[docname])
+    first, last = ranges[docname]
+    printed = sum(images_per_page.get(p, 0) for p in range(first, last + 1))
     assert printed == figures + frames + notes, (
         f"{chapter}: {printed} images in the PDF; the site has {figures} figures and {explorers} "
         f"explorer(s) printed as {frames} frames, and {notes} note figure(s)")
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS)
-def test_quiz_questions_in_place_answers_at_the_chapter_end(pdf, manifest, site, chapter):
-    from pypdf import PdfReader
-
-    ranges = chapter_ranges(manifest, len(PdfReader(str(pdf)).pages))
-    words = text(pdf, *ranges[f"chapters/{chapter}"])
+def test_quiz_questions_in_place_answers_at_the_chapter_end(page_texts, ranges, site, chapter):
+    words = pages_text(page_texts, *ranges[f"chapters/{chapter}"])
     soup = BeautifulSoup((site / f"chapters/{chapter}.html").read_text(encoding="utf-8"), "html.parser")
     quizzes = soup.select("div.ac-quiz")
     if not quizzes:
@@ -256,10 +275,9 @@ def test_explorer_frames_keep_their_text_at_least_7_pt():
         assert text_px * shown / width * 0.75 >= 6.9, (width, text_px, columns)
 
 
-def test_text_in_figures_is_at_least_7_pt_as_printed(pdf):
+def test_text_in_figures_is_at_least_7_pt_as_printed(book):
     """Every figure and frame whose smallest text the build recorded, at the width it is
     printed (its own, or the column's when wider; half of it for a two-column strip)."""
-    book = BeautifulSoup((OUT / "book.html").read_text(encoding="utf-8"), "html.parser")
     small = []
     for img in book.select("img[data-min-text-px]"):
         if not img["data-min-text-px"]:
