@@ -425,7 +425,7 @@ def book_html(site: Path, student: bool, page_numbers: dict[str, int] | None = N
     """The joined document, a list of its pages (``docname``, ``title``, ``part``), its
     headings in order (the outline's titles), and warnings."""
     config = yaml.safe_load((root / "_config.yml").read_text(encoding="utf-8"))
-    url = site_url(root)
+    url = site_url(root) + ("student/" if student else "")  # where publish.yml puts each edition
     warnings: list[str] = []
     sections, pages = [], []
     for docname, part in toc_pages(root):
