@@ -111,6 +111,15 @@ format: $(STAMP)
 assignments: setup
 	$(PY) _ext/make_assignments.py
 
+# `make pdf`: the PDF edition, _build/pdf/learn-attention.pdf, printed by headless Chromium from
+# the built website (same executed notebooks, same numbers; _ext/pdf_edition.py). `make pdf
+# SOLUTIONS=hide`: the student edition, _build/pdf/learn-attention-student.pdf, no solutions.
+.PHONY: pdf
+# Both editions print the full website (the student one leaves its solutions out).
+pdf: setup
+	$(MAKE) book SOLUTIONS=
+	$(PY) _ext/pdf_edition.py --solutions $(if $(filter hide,$(SOLUTIONS)),hide,show)
+
 bench: setup
 	cd benchmarks && ../$(PY) run_all.py $(ONLY)
 
