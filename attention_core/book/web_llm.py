@@ -371,8 +371,9 @@ def prose_agreement(decoder: OrtDecoder, model: smollm.SmolLM, tokenizer, positi
 
 def source_hash(gguf_path=None) -> str:
     """A hash of everything the exported files depend on: the GGUF, this module, the
-    modules that build the model (``models/smollm.py``, ``nn/``, ``book/web_model.py``), the
-    chapters' prose (the precision is measured on it) and the versions of the libraries."""
+    modules that build the model (``models/smollm.py``, ``nn/``, ``book/web_model.py``) and
+    the versions of the libraries. Not the chapters' prose: the precision is measured on
+    the prose as it was at the export, and an edit of a chapter does not re-export."""
     path = smollm._gguf_file(smollm.default_gguf_path() if gguf_path is None else gguf_path)
     package = Path(__file__).resolve().parents[1]
     files = [path, Path(__file__).resolve(), package / "models" / "smollm.py",
@@ -385,7 +386,6 @@ def source_hash(gguf_path=None) -> str:
         with open(file, "rb") as f:
             for chunk in iter(lambda: f.read(1 << 20), b""):
                 digest.update(chunk)
-    digest.update(book_prose().encode())
     return digest.hexdigest()[:16]
 
 
