@@ -42,6 +42,12 @@ function el(tag, attrs = {}, ...children) {
   node.append(...children);
   return node;
 }
+// The page's state, also on the root element (data-state) for tests to wait on.
+function setStatus(status) {
+  state.status = status;
+  const root = document.getElementById("llm-lab");
+  if (root) root.dataset.state = status;
+}
 const mb = (bytes) => `${(bytes / 1e6).toFixed(0)} MB`;
 
 function say(ui, text, kind = "info") {
@@ -356,6 +362,7 @@ function redraw(ui) {
 // ------------------------------------------------------------------ generating
 function startContext(ui, lab, ids) {
   state.ids = ids.slice();
+  state.promptLength = ids.length;
   state.tokens = ids.map((id) => tokenText(lab, id));
   state.rows = [];
   state.generated = [];
@@ -367,7 +374,7 @@ function startContext(ui, lab, ids) {
 }
 
 async function run(ui, lab, ids, maxNew) {
-  state.status = "generating";
+  setStatus("generating");
   state.stopRequested = false;
   state.runs++;
   ui.generate.disabled = ui.random.disabled = true;
@@ -408,9 +415,9 @@ async function run(ui, lab, ids, maxNew) {
     say(ui, maxNew === 0 ? "Read the sequence in one pass." :
       `${state.stopRequested ? "Stopped after" : "Generated"} ${state.generated.length} tokens` +
       (steps > 0 ? `, ${state.timings.tokensPerSecond.toFixed(1)} tokens a second on this device.` : "."));
-    state.status = "done";
+    setStatus("done");
   } catch (error) {
-    state.status = "error";
+    setStatus("error");
     say(ui, problemText(error), "warning");
   } finally {
     ui.generate.disabled = ui.random.disabled = false;
@@ -499,6 +506,7 @@ async function main() {
   const ui = buildUi(root);
   if (!webAssemblyWorks()) {
     ui.start.disabled = true;
+    setStatus("unavailable");
     say(ui, "This browser cannot run WebAssembly (or has it turned off), so the model cannot run here. " +
       "The pre-rendered explorer above works without it.", "warning");
     return;
@@ -515,14 +523,14 @@ async function main() {
   });
   ui.start.addEventListener("click", async () => {
     ui.start.disabled = true;
-    state.status = "loading";
+    setStatus("loading");
     state.timings.click = performance.now();
     say(ui, "Loading the runtime and the tokenizer…");
     let lab;
     try {
       lab = await load(ui);
     } catch (error) {
-      state.status = "error";
+      setStatus("error");
       ui.start.disabled = false;
       say(ui, problemText(error), "warning");
       return;
@@ -534,11 +542,11 @@ async function main() {
     ui.body.hidden = false;
     wire(ui, lab);
     state.lab = { encode: (text) => encode(lab, text), chatText: (p) => chatText(p, state.meta) };
-    state.status = "ready";
+    setStatus("ready");
     const { ids } = checkPrompt(lab, ui.prompt.value);
     await run(ui, lab, ids, Number(ui.maxNew.value));
   });
-  state.status = "idle";
+  setStatus("idle");
 }
 
 main();
