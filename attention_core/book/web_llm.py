@@ -304,7 +304,12 @@ def split_embedding(path) -> None:
             moved += 1
     if moved != 2:
         raise ValueError(f"expected the embedding's 2 initializers (qs, d), found {moved}")
+    for node in model.graph.node:  # the exporter's notes (stack traces...): 7 MB of the budget
+        del node.metadata_props[:]
+        node.doc_string = ""
+    del model.graph.value_info[:]
     onnx.save_model(model, str(path))
+    (path.parent / EXTERNAL).chmod(0o644)
 
 
 def book_prose(root=None) -> str:
@@ -413,6 +418,12 @@ def _export(out_dir: Path, gguf_path, log) -> dict:
     export_onnx(out_dir / "model.onnx", WebSmolLM(model, embedding))
     split_embedding(out_dir / "model.onnx")
     log(f"exported in {time.perf_counter() - start:.0f} s")
+    return _measure(out_dir, tokenizer, gguf_path, log)
+
+
+def _measure(out_dir: Path, tokenizer, gguf_path, log) -> dict:
+    """Check the sizes of the exported files, write the tokenizer, measure the precision
+    and write ``meta.json``."""
     sizes = {name: (out_dir / name).stat().st_size for name in ("model.onnx", EXTERNAL)}
     tokenizer_json = tokenizer.to_str().encode()
     _write(out_dir / "tokenizer.json", tokenizer_json)

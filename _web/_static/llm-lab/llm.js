@@ -111,7 +111,7 @@ function buildUi(root) {
   ui.prompt.value = FIRST_PROMPT;
   ui.maxNew = el("select", { id: "llm-max-new" });
   for (const n of [20, 48, 100, MAX_NEW_TOKENS]) ui.maxNew.append(el("option", { value: String(n), text: String(n) }));
-  ui.maxNew.value = "48";
+  ui.maxNew.value = "20";
   ui.generate = el("button", { type: "submit", class: "llm-generate", text: "Generate" });
   ui.stop = el("button", { type: "button", class: "llm-stop llm-secondary", text: "Stop", disabled: true });
   ui.random = el("button", { type: "button", class: "llm-random llm-secondary",
@@ -209,10 +209,14 @@ async function load(ui) {
     fetchBytes(url("model"), (n) => { parts[0] = n; received = parts[0] + parts[1]; progress(); }),
     fetchBytes(url("data"), (n) => { parts[1] = n; received = parts[0] + parts[1]; progress(); })]);
   phases.modelDownload = performance.now() - t;
-  say(ui, "Starting the runtime (it turns the 4-bit weights into float32 once: a few seconds)…");
+  say(ui, "Starting the runtime…");
   t = performance.now();
+  // Constant folding would turn the 4-bit weights into float32 once, but ONNX Runtime keeps
+  // every intermediate of the folding until it ends: over 4 GB, more than WebAssembly can
+  // address (measured: std::bad_alloc). Without it the weights are decoded at every step.
   const session = await ort.InferenceSession.create(model, { executionProviders: ["wasm"],
-    graphOptimizationLevel: "all", externalData: [{ path: "embedding.data", data }] });
+    graphOptimizationLevel: "all", extra: { optimization: { disable_specified_optimizers: "ConstantFolding" } },
+    externalData: [{ path: "embedding.data", data }] });
   phases.session = performance.now() - t;
   const tokenizer = new lib.Tokenizer({ ...tokenizerJson, padding: null, truncation: null }, {});
   state.meta = meta;
