@@ -153,7 +153,7 @@ def submit(driver, prompt, max_new="20"):
 
     Select(driver.find_element(By.ID, "llm-max-new")).select_by_value(max_new)
     runs = driver.execute_script("return window.llmLab.runs")
-    message = driver.execute_script("return window.llmLab.message")
+    message = driver.execute_script("window.llmLab.message = ''; return ''")
     driver.execute_script("const box = document.getElementById('llm-prompt'); box.value = arguments[0];", prompt)
     driver.find_element(By.CSS_SELECTOR, "#llm-lab .llm-generate").click()
     from selenium.webdriver.support.ui import WebDriverWait
