@@ -135,10 +135,13 @@ def server(mini_site):
 LOGS = {"goog:loggingPrefs": {"browser": "ALL"}}
 
 
-def wait_status(driver, statuses, timeout=600):
+def wait_status(driver, statuses, timeout=900):
+    from selenium.common.exceptions import TimeoutException
     from selenium.webdriver.support.ui import WebDriverWait
 
-    WebDriverWait(driver, timeout, poll_frequency=0.2).until(
+    # while a step runs, WebAssembly holds the page's thread: a script waits for it
+    driver.set_script_timeout(120)
+    WebDriverWait(driver, timeout, poll_frequency=0.5, ignored_exceptions=(TimeoutException,)).until(
         lambda d: d.execute_script("return window.llmLab && window.llmLab.status") in statuses)
     return driver.execute_script("return window.llmLab.status")
 
