@@ -56,9 +56,15 @@ def _renderer_rss(driver) -> int:
 
 def _wait_done(driver, timeout, watch=None):
     """Wait until the page is done or failed; ``watch()`` is called every 0.2 s meanwhile."""
-    end = time.monotonic() + timeout
+    from selenium.common.exceptions import TimeoutException
+
+    driver.set_script_timeout(120)  # a step holds the page's thread; a script waits for it
+    end, status = time.monotonic() + timeout, None
     while time.monotonic() < end:
-        status = driver.execute_script("return window.llmLab && window.llmLab.status")
+        try:
+            status = driver.execute_script("return window.llmLab && window.llmLab.status")
+        except TimeoutException:
+            continue
         if watch:
             watch()
         if status in ("done", "error"):
@@ -117,5 +123,6 @@ def run(site: Path = SITE, page: str = PAGE, max_new_tokens: int = 48) -> dict:
 if __name__ == "__main__":
     arguments = sys.argv[1:]
     site = Path(arguments[0]) if arguments else SITE
-    for key, value in run(site).items():
+    new_tokens = int(arguments[1]) if len(arguments) > 1 else 48
+    for key, value in run(site, max_new_tokens=new_tokens).items():
         print(f"{key}: {value}")

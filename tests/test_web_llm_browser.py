@@ -79,6 +79,7 @@ def mini_site(tmp_path_factory, export_dir):
     (static / "smollm2").symlink_to(export_dir)
     (site / "chapters").mkdir()
     (site / PAGE).write_text('<!doctype html><html><head><meta charset="utf-8"><title>Chapter 14</title>'
+                             '<link rel="icon" href="data:,">'
                              f"</head><body>{section_html()}</body></html>", encoding="utf-8")
     return site
 
