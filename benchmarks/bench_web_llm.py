@@ -94,9 +94,10 @@ def run(site: Path = SITE, page: str = PAGE, max_new_tokens: int = 48) -> dict:
                 "return performance.getEntriesByType('resource').reduce((n, e) => n + e.encodedBodySize, 0)")
             button = driver.find_element(By.CSS_SELECTOR, "#llm-lab .llm-start").text
             driver.find_element(By.CSS_SELECTOR, "#llm-lab .llm-start").click()
-            watch = lambda: memory.__setitem__(0, max(memory[0], _renderer_rss(driver)))  # noqa: E731
+            watch = lambda: memory.__setitem__(0, max(memory[0], _renderer_rss(driver)))
             if _wait_done(driver, 600, watch) != "done":
-                raise RuntimeError(f"the page failed: {driver.execute_script('return window.llmLab.message')}")
+                message = driver.execute_script("return window.llmLab.message")
+                raise RuntimeError(f"the page failed: {message}")
             first = driver.execute_script("return window.llmLab.timings")
             Select(driver.find_element(By.ID, "llm-max-new")).select_by_value(str(max_new_tokens))
             box = driver.find_element(By.ID, "llm-prompt")

@@ -93,7 +93,8 @@ def decoder(export_dir):
 
 @pytest.mark.book
 def test_files_fit_the_budget_and_meta_states_the_precision(export_dir, meta):
-    sizes = {name: (export_dir / name).stat().st_size for name in ("model.onnx", web_llm.EXTERNAL, "tokenizer.json")}
+    names = ("model.onnx", web_llm.EXTERNAL, "tokenizer.json")
+    sizes = {name: (export_dir / name).stat().st_size for name in names}
     assert sizes == meta["bytes"]
     assert max(sizes.values()) <= web_llm.MAX_BYTES and sum(sizes.values()) <= web_llm.MAX_TOTAL_BYTES
     assert meta["prose_positions"] >= 1000 and meta["top1_agreement"] >= 0.99

@@ -112,7 +112,8 @@ def test_tokenizer_ids_equal_python(export_dir, reference, tmp_path):
         'const texts = JSON.parse(fs.readFileSync(process.argv[3], "utf8"));\n'
         'console.log(JSON.stringify(texts.map((t) => Array.from(tokenizer.encode(t).ids, Number))));\n')
     out = subprocess.run([node, str(tmp_path / "run.js"), str(export_dir / "tokenizer.json"),
-                          str(tmp_path / "texts.json")], capture_output=True, text=True, check=True, timeout=120)
+                          str(tmp_path / "texts.json")],
+                         capture_output=True, text=True, check=True, timeout=120)
     got = json.loads(out.stdout)
     want = [tokenizer.encode(t).ids for t in texts]
     mismatched = [(t, g, w) for t, g, w in zip(texts, got, want) if g != w]
@@ -127,7 +128,8 @@ class QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def server(mini_site):
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(QuietHandler, directory=str(mini_site)))
+    handler = functools.partial(QuietHandler, directory=str(mini_site))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{httpd.server_address[1]}"
     httpd.shutdown()
@@ -158,7 +160,7 @@ def submit(driver, prompt, max_new="20"):
     Select(driver.find_element(By.ID, "llm-max-new")).select_by_value(max_new)
     runs = driver.execute_script("return window.llmLab.runs")
     message = driver.execute_script("window.llmLab.message = ''; return ''")
-    driver.execute_script("const box = document.getElementById('llm-prompt'); box.value = arguments[0];", prompt)
+    driver.execute_script("document.getElementById('llm-prompt').value = arguments[0];", prompt)
     driver.find_element(By.CSS_SELECTOR, "#llm-lab .llm-generate").click()
     from selenium.webdriver.support.ui import WebDriverWait
 
@@ -183,7 +185,8 @@ def page(server):
             "return performance.getEntriesByType('resource').map((e) => [e.name, e.encodedBodySize])")
         button = driver.find_element(By.CSS_SELECTOR, "#llm-lab .llm-start").text
         driver.find_element(By.CSS_SELECTOR, "#llm-lab .llm-start").click()
-        assert wait_status(driver, ("done", "error")) == "done", driver.execute_script("return window.llmLab.message")
+        status = wait_status(driver, ("done", "error"))
+        assert status == "done", driver.execute_script("return window.llmLab.message")
         yield {"driver": driver, "before": before, "button": button}
 
 
@@ -271,7 +274,8 @@ def test_repeated_random_tokens_show_induction_heads(page):
 def test_without_webassembly_the_page_says_so(server):
     need_chromium()
     with chromium() as driver:
-        driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": "delete window.WebAssembly;"})
+        driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument",
+                               {"source": "delete window.WebAssembly;"})
         driver.get(f"{server}/{PAGE}")
         wait_status(driver, ("unavailable",), 60)
         assert "WebAssembly" in driver.execute_script("return window.llmLab.message")

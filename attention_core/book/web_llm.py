@@ -32,6 +32,14 @@ Files written (the contract with the page's script ``_web/_static/llm-lab/llm.js
                               the book's prose, largest attention difference, the tolerance
                               the tests hold), chat template pieces, source_hash
 
+In the browser (onnxruntime-web 1.30, single-threaded WebAssembly, measured on a busy
+two-core machine) the weights are decoded at every step: folding them into float32 once
+(ONNX Runtime's ConstantFolding) ran out of memory (``std::bad_alloc`` at 4.5 GB, all the
+folding's intermediates are kept until it ends), and ONNX Runtime's 4-bit ``MatMulNBits``
+ran 10 to 20 times slower than a float32 ``MatMul`` of the same size there. So the page
+generates correct but slow text (seconds a token). Decoding the blocks to float32 in
+JavaScript once and handing them to the session as external data is the next step.
+
 Command line: ``python -m attention_core.book.web_llm OUT_DIR``. Needs ``onnx``,
 ``onnxscript`` and ``onnxruntime`` (nothing else in the package imports this module).
 
@@ -45,11 +53,8 @@ import gzip
 import hashlib
 import io
 import json
-import math
 import os
-import re
 import sys
-import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -245,8 +250,9 @@ class WebSmolLM(nn.Module):
         return logits, torch.stack(keys), torch.stack(values), torch.stack(attentions)
 
 
-def empty_past(config: smollm.SmolLMConfig = smollm.SmolLMConfig()) -> torch.Tensor:
-    """The cache before the prompt: ``(num_layers, 1, Hkv, 0, E)``."""
+def empty_past(config: smollm.SmolLMConfig | None = None) -> torch.Tensor:
+    """The cache before the prompt: ``(num_layers, 1, Hkv, 0, E)`` (default: SmolLM2-135M's sizes)."""
+    config = smollm.SmolLMConfig() if config is None else config
     return torch.zeros(config.num_layers, 1, config.num_kv_heads, 0, config.head_dim)
 
 
@@ -327,9 +333,9 @@ class OrtDecoder:
     drives it: :meth:`step` feeds new tokens and returns ``(logits (vocab_size,),
     attentions (num_layers, H, T, S))``."""
 
-    def __init__(self, path, config: smollm.SmolLMConfig = smollm.SmolLMConfig()):
+    def __init__(self, path, config: smollm.SmolLMConfig | None = None):
         self.session = ort_session(path)
-        self.config = config
+        self.config = smollm.SmolLMConfig() if config is None else config
         self.reset()
 
     def reset(self) -> None:
