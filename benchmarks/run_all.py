@@ -17,11 +17,13 @@ import bench_modern
 import bench_sdpa
 import bench_smollm
 import bench_triton
+import bench_web_llm
 import bench_web_model
 
 BENCHMARKS = {"sdpa": bench_sdpa, "flash": bench_flash, "explorer": bench_explorer,
               "efficient": bench_efficient, "modern": bench_modern, "build": bench_build,
-              "triton": bench_triton, "web_model": bench_web_model, "chapters": bench_chapters,
+              "triton": bench_triton, "web_model": bench_web_model, "web_llm": bench_web_llm,
+              "chapters": bench_chapters,
               "smollm": bench_smollm}
 RESULTS = Path(__file__).with_name("results.json")
 

