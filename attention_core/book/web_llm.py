@@ -22,11 +22,11 @@ a second file (``embedding.data``, ONNX external data) so that no file passes 95
 Files written (the contract with the page's script ``_web/_static/llm-lab/llm.js``)::
 
     <out_dir>/model.onnx      (with embedding.data, its external data: the embedding's bytes)
-                              inputs : input_ids int64 (1, T), past_keys float32 (30, 1, 3, P, 64),
-                                       past_values float32 (30, 1, 3, P, 64); T >= 1, P >= 0
+                              inputs : input_ids int64 (1, T), past_keys float32 (30, 1, 3, S - T, 64),
+                                       past_values float32 (30, 1, 3, S - T, 64); T >= 1, S >= T
                               outputs: logits float32 (1, 49152)  the last position's
-                                       present_keys, present_values float32 (30, 1, 3, P + T, 64)
-                                       attentions float32 (30, 9, T, P + T) [layer, head, query, key]
+                                       present_keys, present_values float32 (30, 1, 3, S, 64)
+                                       attentions float32 (30, 9, T, S) [layer, head, query, key]
     <out_dir>/tokenizer.json  the package's tokenizer (built from the GGUF's vocabulary)
     <out_dir>/meta.json       sizes, precision (top-1 agreement with the float32 package over
                               the book's prose, largest attention difference, the tolerance
@@ -43,7 +43,8 @@ JavaScript once and handing them to the session as external data is the next ste
 Command line: ``python -m attention_core.book.web_llm OUT_DIR``. Needs ``onnx``,
 ``onnxscript`` and ``onnxruntime`` (nothing else in the package imports this module).
 
-Shape legend: T new tokens, P cached tokens, S = P + T keys, D 576, H 9, Hkv 3, E 64.
+Shape legend: T new tokens, S keys (the S - T cached ones and the T new ones), D 576, H 9,
+Hkv 3, E 64.
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ import time
 import warnings
 from pathlib import Path
 
+import gguf
 import numpy as np
 import torch
 from torch import nn
@@ -66,6 +68,7 @@ from torch.nn import functional as F
 
 try:
     import onnx
+    import onnx.external_data_helper
     import onnxruntime
     import onnxscript
 except ImportError:  # Colab and Binder have no onnx: only the export refuses to run
@@ -177,8 +180,6 @@ def quantised_model(path=None) -> tuple[smollm.SmolLM, Q8Embedding, object]:
     model with every block's linear map replaced by a :class:`Q4Linear` holding the GGUF's
     own Q4_1 bytes, and the tied embedding its own Q8_0 bytes (:class:`Q8Embedding`): the
     same numbers as the float32 model, stored as the file stores them."""
-    import gguf
-
     path = smollm._gguf_file(smollm.default_gguf_path() if path is None else path)
     model, tokenizer = smollm.load_smollm2(path)
     tensors = {t.name: t for t in gguf.GGUFReader(path).tensors}
@@ -202,11 +203,11 @@ class _PastCache:
     (what ``torch.export`` can trace; the package's ``KVCache`` writes into a buffer)."""
 
     def __init__(self, keys: torch.Tensor, values: torch.Tensor):
-        self.keys, self.values = keys, values  # (B, Hkv, P, E)
+        self.keys, self.values = keys, values  # (B, Hkv, S - T, E)
         self.length = keys.size(2)
 
     def append(self, k, v):
-        self.keys = torch.cat((self.keys, k), dim=2)  # (B, Hkv, P + T, E)
+        self.keys = torch.cat((self.keys, k), dim=2)  # (B, Hkv, S, E)
         self.values = torch.cat((self.values, v), dim=2)
         return self.keys, self.values
 
@@ -219,8 +220,8 @@ class _PastCache:
 
 class WebSmolLM(nn.Module):
     """The decoder as the page runs it: ``forward(input_ids (1, T), past_keys, past_values
-    (num_layers, 1, Hkv, P, E))`` -> ``(logits (1, vocab_size) of the last position,
-    present_keys, present_values (num_layers, 1, Hkv, P + T, E), attentions (num_layers, H, T, P + T))``.
+    (num_layers, 1, Hkv, S - T, E))`` -> ``(logits (1, vocab_size) of the last position,
+    present_keys, present_values (num_layers, 1, Hkv, S, E), attentions (num_layers, H, T, S))``.
 
     It runs the package's own blocks (:class:`~attention_core.nn.block.TransformerBlock`, each
     with its key/value cache), final norm and tied head, but not ``SmolLM``'s id checks, which
@@ -298,15 +299,13 @@ GREEDY_TOKENS = 20
 def split_embedding(path) -> None:
     """Move the embedding's initializers of the ONNX file ``path`` into :data:`EXTERNAL`
     beside it (ONNX external data); the rest stays inside ``path``."""
-    from onnx import external_data_helper
-
     path = Path(path)
     model = onnx.load(str(path))
     (path.parent / EXTERNAL).unlink(missing_ok=True)
     moved = 0
     for tensor in model.graph.initializer:
         if tensor.name.startswith("embedding."):
-            external_data_helper.set_external_data(tensor, EXTERNAL)
+            onnx.external_data_helper.set_external_data(tensor, EXTERNAL)
             moved += 1
     if moved != 2:
         raise ValueError(f"expected the embedding's 2 initializers (qs, d), found {moved}")
@@ -369,7 +368,7 @@ def prose_agreement(decoder: OrtDecoder, model: smollm.SmolLM, tokenizer, positi
     for start in range(0, len(ids), chunk):
         piece = ids[start:start + chunk]
         with torch.no_grad():
-            logits, attentions = model(torch.tensor([piece]))  # (1, T, V), per layer (1, H, T, T)
+            logits, attentions = model(torch.tensor([piece]))  # (1, T, vocab_size), per layer (1, H, T, T)
         want_top = logits[0].argmax(-1).numpy()
         want = torch.stack(attentions)[:, 0].numpy()  # (layers, H, T, T)
         decoder.reset()

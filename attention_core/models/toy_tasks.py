@@ -171,7 +171,8 @@ def token_accuracy(model: TinyTransformer, x: torch.Tensor, y: torch.Tensor,
 
     The batch goes through the model 100 sequences at a time: each sequence's logits are
     the same as in one pass, and the attention weights of a chunk stay in the CPU's
-    cache (chapter 10's table of 500 sequences up to 64 tokens: a third less time)."""
+    cache (measured on 500 sequences up to 64 tokens, chapter 10's table then: a third
+    less time)."""
     if isinstance(from_position, bool) or not isinstance(from_position, int) or not (
             0 <= from_position < y.shape[1]):
         raise ValueError(f"from_position must be an int in [0, T={y.shape[1]}), "
