@@ -258,18 +258,18 @@ def quiz_print(soup: BeautifulSoup, quiz: Tag, number: str) -> tuple[Tag, Tag]:
             li.append(choices)
             right = [k for k, ch in enumerate(item["choices"]) if ch["correct"]]
             letters = ", ".join(f"({chr(97 + k)})" for k in right)
-            why = " ".join(html.unescape(item["choices"][k]["why"]) for k in right)
-            answer.append(BeautifulSoup(f"<strong>{letters}</strong> ", "html.parser"))
-            answer.append(NavigableString(why))
+            # the explanations are the quiz's own inline HTML (selfcheck.inline_html: escaped
+            # text and <code>), as the site shows them
+            why = " ".join(item["choices"][k]["why"] for k in right)
+            answer.append(BeautifulSoup(f"<strong>{letters}</strong> \u2014 {why}", "html.parser"))
         else:
             blank = soup.new_tag("p", attrs={"class": "pdf-blank"})
             blank.string = "Your answer: " + "_" * 16 + (f" {item.get('unit')}" if item.get("unit") else "")
             li.append(blank)
             value = _number(item["answer"], item.get("tolerance", 0.0))
             unit = f" {item['unit']}" if item.get("unit") else ""
-            answer.append(BeautifulSoup(f"<strong>{html.escape(value)}{html.escape(unit)}</strong> ",
-                                        "html.parser"))
-            answer.append(NavigableString(html.unescape(item.get("why", ""))))
+            answer.append(BeautifulSoup(f"<strong>{html.escape(value)}{html.escape(unit)}</strong> \u2014 "
+                                        f"{item.get('why', '')}", "html.parser"))
         questions.append(li)
         answers.append(answer)
     return questions, answers

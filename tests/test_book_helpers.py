@@ -13,6 +13,18 @@ def test_a_glued_string_reads_as_written():
     assert text == "Luong (dot)" and isinstance(text, str)
 
 
+def test_a_glued_string_that_looks_like_a_literal_reads_back_as_written():
+    """myst-nb's {glue:text} reads text/plain back with ast.literal_eval: "100,000" came out
+    as "(100, 0)" on chapter 14's page, and "0.60" would come out as "0.6"."""
+    from myst_nb.core.variables import format_plain_text
+
+    for written in ("100,000", "0.60", "0.90, 0.76, 0.72", "('A', ' the')", "Luong (dot)", "1e-4",
+                    "[1, 2]", "None", "12"):
+        text_plain = PlainTextFormatter()(PlainText(written))
+        assert format_plain_text(text_plain, "") == written, (written, text_plain)
+        assert format_plain_text(text_plain, "s") == written
+
+
 def test_a_glued_numpy_or_torch_scalar_is_its_number(monkeypatch):
     # myst-nb formats {glue:text}`key:.2f` from text/plain: np.float64(0.97) would not parse
     import myst_nb

@@ -23,7 +23,8 @@ import pdf_edition
 
 OUT = ROOT / "_build" / "pdf"
 RAW = ("{glue", "{cite", "{term", "```{exercise}", "{exercise}", "{solution", "<Figure size",
-       "Error displaying widget", "Show code cell source", "Click to show")
+       "Error displaying widget", "Show code cell source", "Click to show",
+       "<code>", "</code>")  # a quiz explanation's HTML printed as text
 
 
 def need_poppler():

@@ -3,6 +3,7 @@ instead of re-typing it, and hand a computed number to the prose."""
 
 from __future__ import annotations
 
+import ast
 import inspect
 
 from IPython.display import Code
@@ -14,11 +15,21 @@ def show_source(obj) -> Code:
 
 
 class PlainText(str):
-    """A string whose ``repr`` is the string itself: glued, it reads ``Luong (dot)``,
-    not ``'Luong (dot)'`` (``{glue:text}`` shows a value's ``repr``)."""
+    """A string glued to be shown exactly as written: ``Luong (dot)``, not ``'Luong (dot)'``.
+
+    ``{glue:text}`` reads a value's ``repr`` back with ``ast.literal_eval`` (myst-nb), so a
+    string that happens to be a Python literal would change: ``100,000`` would become the
+    tuple ``(100, 0)`` and ``0.60`` the number ``0.6``. Such a string's ``repr`` is therefore
+    the quoted one, which reads back as the string itself; any other string's is the string.
+    """
 
     def __repr__(self) -> str:
-        return str(self)
+        text = str(self)
+        try:
+            ast.literal_eval(text)
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            return text  # not a literal: shown as it is
+        return repr(text)  # a literal: quoted, so that reading it back gives this text
 
 
 def glue(name: str, value, display: bool = False) -> None:
