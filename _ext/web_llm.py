@@ -14,60 +14,25 @@ files. If the export fails, the build fails, saying why.
 
 from __future__ import annotations
 
-import os
-import shutil
-import time
 from pathlib import Path
 
-from sphinx.errors import ExtensionError
-from sphinx.util import logging
-
-logger = logging.getLogger(__name__)
+from site_export import cached_export as _cached_export
+from site_export import copy_into_site
 
 
 def cached_export(cache_root: Path) -> Path:
     """The folder under ``cache_root`` holding the export for the current sources,
     exported first if it is not there (older exports are removed)."""
-    from attention_core.book import web_llm
-
-    key = web_llm.source_hash()
-    folder = cache_root / key
-    if all((folder / name).is_file() for name in web_llm.FILES):
-        return folder
-    partial = cache_root / f"{key}.partial-{os.getpid()}"
-    shutil.rmtree(partial, ignore_errors=True)
-    start = time.perf_counter()
-    meta = web_llm.export_smollm2(partial, log=lambda message: logger.info(f"[web_llm] {message}"))
-    for old in cache_root.iterdir():
-        if old != partial:
-            shutil.rmtree(old, ignore_errors=True)
-    partial.rename(folder)
-    logger.info(f"[web_llm] exported chapter 14's SmolLM2 in {time.perf_counter() - start:.0f} s: "
-                f"{meta['total_bytes']} bytes, top-1 agreement {meta['top1_agreement']:.4f}, "
-                f"max |attention difference| {meta['max_abs_diff_attention']:.3g}")
-    return folder
+    return _cached_export(cache_root, "web_llm", "export_smollm2", lambda meta, seconds: (
+        f"exported chapter 14's SmolLM2 in {seconds:.0f} s: {meta['total_bytes']} bytes, top-1 "
+        f"agreement {meta['top1_agreement']:.4f}, max |attention difference| "
+        f"{meta['max_abs_diff_attention']:.3g}"))
 
 
 def on_build_finished(app, exception):
-    if exception is not None or app.builder.format != "html":
-        return
-    from attention_core.book import web_llm
-
-    cache_root = Path(app.srcdir) / app.config.web_llm_cache
-    target = Path(app.outdir) / app.config.web_llm_path
-    try:
-        cache_root.mkdir(parents=True, exist_ok=True)
-        folder = cached_export(cache_root)
-    except Exception as error:
-        raise ExtensionError(f"web_llm: exporting chapter 14's in-browser model "
-                             f"(attention_core.book.web_llm.export_smollm2) failed: "
-                             f"{type(error).__name__}: {error}") from error
-    target.mkdir(parents=True, exist_ok=True)
-    for directory in (target, target.parent):
-        directory.chmod(0o755)
-    for name in web_llm.FILES:
-        shutil.copyfile(folder / name, target / name)
-        (target / name).chmod(0o644)
+    if exception is None and app.builder.format == "html":
+        copy_into_site(app, "web_llm", "chapter 14's in-browser model (attention_core.book.web_llm."
+                       "export_smollm2)", cached_export)
 
 
 def setup(app):

@@ -12,60 +12,24 @@ of them changed copies the cached files. If the export fails, the build fails, s
 
 from __future__ import annotations
 
-import os
-import shutil
-import time
 from pathlib import Path
 
-from sphinx.errors import ExtensionError
-from sphinx.util import logging
-
-logger = logging.getLogger(__name__)
+from site_export import cached_export as _cached_export
+from site_export import copy_into_site
 
 
 def cached_export(cache_root: Path) -> Path:
     """The folder under ``cache_root`` holding the export for the current sources,
     exported first if it is not there (older exports are removed)."""
-    from attention_core.book import web_model
-
-    key = web_model.source_hash()
-    folder = cache_root / key
-    if all((folder / name).is_file() for name in web_model.FILES):
-        return folder
-    partial = cache_root / f"{key}.partial-{os.getpid()}"
-    shutil.rmtree(partial, ignore_errors=True)
-    start = time.perf_counter()
-    meta = web_model.export_minilm(partial, log=lambda message: logger.info(f"[web_model] {message}"))
-    for old in cache_root.iterdir():
-        if old != partial:
-            shutil.rmtree(old, ignore_errors=True)
-    partial.rename(folder)
-    logger.info(f"[web_model] exported chapter 13's MiniLM in {time.perf_counter() - start:.0f} s: "
-                f"{meta['bytes']} bytes ({meta['gzip_bytes']} gzipped), max |attention difference| "
-                f"{meta['max_abs_diff_attention']:.3g}")
-    return folder
+    return _cached_export(cache_root, "web_model", "export_minilm", lambda meta, seconds: (
+        f"exported chapter 13's MiniLM in {seconds:.0f} s: {meta['bytes']} bytes "
+        f"({meta['gzip_bytes']} gzipped), max |attention difference| {meta['max_abs_diff_attention']:.3g}"))
 
 
 def on_build_finished(app, exception):
-    if exception is not None or app.builder.format != "html":
-        return
-    from attention_core.book import web_model
-
-    cache_root = Path(app.srcdir) / app.config.web_model_cache
-    target = Path(app.outdir) / app.config.web_model_path
-    try:
-        cache_root.mkdir(parents=True, exist_ok=True)
-        folder = cached_export(cache_root)
-    except Exception as error:
-        raise ExtensionError(f"web_model: exporting chapter 13's in-browser model "
-                             f"(attention_core.book.web_model.export_minilm) failed: "
-                             f"{type(error).__name__}: {error}") from error
-    target.mkdir(parents=True, exist_ok=True)
-    for directory in (target, target.parent):
-        directory.chmod(0o755)
-    for name in web_model.FILES:
-        shutil.copyfile(folder / name, target / name)
-        (target / name).chmod(0o644)
+    if exception is None and app.builder.format == "html":
+        copy_into_site(app, "web_model", "chapter 13's in-browser model (attention_core.book.web_model."
+                       "export_minilm)", cached_export)
 
 
 def setup(app):
