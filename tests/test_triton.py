@@ -224,21 +224,23 @@ def test_a_custom_update_is_used(qkv):
 
 @triton.jit
 def no_rescale(q, k_t, v, m, l, acc, allowed, qk_scale):
-    """The tile step without the rescaling by exp2(m - m_new): wrong once the max grows."""
-    s = tl.where(allowed, tl.dot(q, k_t) * qk_scale, float("-inf"))
+    """The tile step without the rescaling by exp2(m - m_new): wrong once the max grows.
+    (Products by ``tf.dot``, exact in float32 compiled too, so each broken step fails only
+    for its own mistake, not for TF32 rounding.)"""
+    s = tl.where(allowed, tf.dot(q, k_t) * qk_scale, float("-inf"))
     m_new = tl.maximum(m, tl.max(s, 1))
     p = tl.math.exp2(s - m_new[:, None])
-    return m_new, l + tl.sum(p, 1), acc + tl.dot(p.to(v.dtype), v)
+    return m_new, l + tl.sum(p, 1), acc + tf.dot(p.to(v.dtype), v)
 
 
 @triton.jit
 def no_guard(q, k_t, v, m, l, acc, allowed, qk_scale):
     """The tile step without the guard for rows that have seen no key: NaN there."""
-    s = tl.where(allowed, tl.dot(q, k_t) * qk_scale, float("-inf"))
+    s = tl.where(allowed, tf.dot(q, k_t) * qk_scale, float("-inf"))
     m_new = tl.maximum(m, tl.max(s, 1))
     alpha = tl.math.exp2(m - m_new)
     p = tl.math.exp2(s - m_new[:, None])
-    return m_new, l * alpha + tl.sum(p, 1), acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+    return m_new, l * alpha + tl.sum(p, 1), acc * alpha[:, None] + tf.dot(p.to(v.dtype), v)
 
 
 @triton.jit
@@ -313,6 +315,18 @@ def test_bad_inputs_are_named(qkv):
 
 # --- chapter 11's exercise ----------------------------------------------------------------
 
+def test_one_tile_step_refuses_tensors_on_the_wrong_device():
+    """Compiled, Triton reads GPU memory only, interpreted the CPU's: a tensor elsewhere (here
+    a meta tensor, which is neither) is named, not passed to Triton to fail unreadably."""
+    tile = [torch.zeros(16, 16, device=DEVICE) for _ in range(3)]
+    m, l, acc = torch.zeros(16, device=DEVICE), torch.ones(16, device=DEVICE), tile[0]
+    allowed = torch.ones(16, 16, dtype=torch.bool, device=DEVICE)
+    got = tf.run_tile_update(tf.tile_update, *tile, m, l, acc, allowed, 1.0)
+    assert all(x.device.type == DEVICE for x in got)
+    with pytest.raises(ValueError, match=r"^l is on meta.*move them with \.to"):
+        tf.run_tile_update(tf.tile_update, *tile, m, l.to("meta"), acc, allowed, 1.0)
+
+
 def test_the_exercise_checker_accepts_the_step_and_names_what_is_wrong():
     from attention_core.book.exercises import check_triton_tile_update
     passed = check_triton_tile_update(tf.tile_update)
@@ -330,6 +344,7 @@ def test_the_exercise_checker_reports_a_step_that_fails_in_the_whole_kernel():
     from attention_core.book.exercises import check_triton_tile_update
     feedback = check_triton_tile_update(square_tiles_only)
     assert not feedback and "whole kernel" in feedback.message and "16 x 16" in feedback.message
+    assert "make_shape_compatible" in feedback.message  # the cause Triton gives, not its source listing
     assert len(feedback.message) < 900, feedback.message
 
 

@@ -61,9 +61,15 @@ def _describe(x: Any) -> str:
 
 def _error_text(error: BaseException, limit: int = 500) -> str:
     """``"Type: message"`` for an error a student's code raised, cut to ``limit`` characters
-    (a Triton traceback runs to pages); never raises, even when ``str(error)`` does."""
+    (a Triton traceback runs to pages); never raises, even when ``str(error)`` does. An error
+    raised from another (compiled Triton's ``CompilationError`` quotes the kernel's source
+    first) is reported by its first cause, the reason the reader needs."""
     try:
-        text = f"{type(error).__name__}: {error}"
+        cause = error.__cause__
+        while cause is not None and cause.__cause__ is not None:
+            cause = cause.__cause__
+        text = (f"{type(error).__name__}: {error}" if cause is None else
+                f"{type(cause).__name__}: {cause} (raised as {type(error).__name__})")
     except Exception:  # an exception whose __str__ itself raises
         text = f"{type(error).__name__} (its message could not be printed)"
     return text if len(text) <= limit else text[:limit] + "…"
@@ -707,7 +713,9 @@ def check_triton_tile_update(student) -> Feedback:
                   "a row with no allowed key yet keeps m_new = -inf, so subtract 0 there instead "
                   "(exp2(-inf - -inf) is NaN)",
              "acc": "acc must be rescaled by the same exp2(m - m_new), then p @ v added"}
+    device = "cpu" if triton_flash.INTERPRETED else "cuda"  # compiled, Triton reads GPU memory only
     for name, inputs, allowed in cases:
+        inputs, allowed = tuple(x.to(device) for x in inputs), allowed.to(device)
         expected = triton_flash.run_tile_update(triton_flash.tile_update, *inputs, allowed, scale)
         try:
             got = triton_flash.run_tile_update(student, *inputs, allowed, scale)
@@ -721,7 +729,6 @@ def check_triton_tile_update(student) -> Feedback:
                       for what, g, e in zip(("m", "l", "acc"), got, expected) if what in wrong]
             return Feedback(False, "\n".join(lines))
     q, k, v = (torch.randn(1, 2, n, 32, generator=torch.Generator().manual_seed(5)) for n in (40, 70, 70))
-    device = "cpu" if triton_flash.INTERPRETED else "cuda"
     q, k, v = q.to(device), k.to(device), v.to(device)
     try:  # the whole kernel calls the reader's step on tiles of 16 x 32, not 16 x 16
         out, _ = triton_flash.triton_attention_lse(q, k, v, is_causal=True, block_m=16, block_n=32,

@@ -177,7 +177,13 @@ def run_tile_update(update, q, k_t, v, m, l, acc, allowed, qk_scale: float):
     """Run one ``update`` (a ``@triton.jit`` tile step such as :func:`tile_update`) on one
     tile, outside the kernel: float32 ``q (Bq, E)``, ``k_t (E, Bk)``, ``v (Bk, Ev)``, ``m,
     l (Bq,)``, ``acc (Bq, Ev)`` and bool ``allowed (Bq, Bk)``, every size a power of two >= 16.
-    Returns the new ``(m, l, acc)`` (chapter 11's exercise checks a reader's step with it)."""
+    Returns the new ``(m, l, acc)`` (chapter 11's exercise checks a reader's step with it).
+    Compiled, every tensor must be on the GPU; interpreted, on the CPU."""
+    device = "cpu" if INTERPRETED else "cuda"
+    for name, x in (("q", q), ("k_t", k_t), ("v", v), ("m", m), ("l", l), ("acc", acc), ("allowed", allowed)):
+        if x.device.type != device:
+            raise ValueError(f"{name} is on {x.device}, but Triton runs {MODE} here and reads tensors "
+                             f"on the {device.upper()}: move them with .to({device!r})")
     m, l, acc = (x.float().contiguous().clone() for x in (m, l, acc))
     (Bq, E), (Bk, Ev) = q.shape, v.shape
     _one_update_kernel[(1,)](q.float().contiguous(), k_t.float().contiguous(), v.float().contiguous(),
