@@ -6,6 +6,7 @@ float16 and bfloat16, both measured in the same run.
 CUDA only: Triton's interpreter (the CPU) says nothing about speed, so without a GPU of
 compute capability 8.0+ the record says that it did not run, and why. The goal (issue 32):
 at least 0.7x PyTorch's forward throughput on an A100 or H100 at L >= 4k.
+`benchmarks/gpu_check.sh` runs it, with the CUDA tests, on a machine with such a GPU.
 
 `benchmarks/gpu_check.sh` runs it, with the CUDA tests, on a machine with such a GPU.
 
