@@ -1,5 +1,6 @@
 """Chapter 11's Triton FlashAttention kernel (attention_core.nn.triton_flash) against
-PyTorch's flash backend of ``scaled_dot_product_attention``, on one CUDA GPU: forward and
+PyTorch's flash backend of ``scaled_dot_product_attention`` (FlashAttention-2's kernel) and
+against the backend PyTorch picks by itself, on one CUDA GPU: forward and
 forward + backward TFLOP/s for L = 1k to 16k, head widths 64 and 128, causal and not,
 float16 and bfloat16, both measured in the same run.
 
@@ -55,8 +56,11 @@ def _case(tf, L: int, E: int, dtype: torch.dtype, is_causal: bool) -> dict:
         with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
             return F.scaled_dot_product_attention(q, k, v, is_causal=is_causal)
 
+    def torch_default(q, k, v):  # the backend PyTorch picks itself (another library's on some GPUs)
+        return F.scaled_dot_product_attention(q, k, v, is_causal=is_causal)
+
     kernels = {"triton": lambda q, k, v: tf.triton_attention(q, k, v, is_causal=is_causal)[0],
-               "torch_flash": torch_flash}
+               "torch_flash": torch_flash, "torch_default": torch_default}
     flops = forward_flops(B, HEADS, L, E, is_causal)
     row = {"L": L, "E": E, "dtype": str(dtype).removeprefix("torch."), "causal": is_causal, "B": B}
     for name, fn in kernels.items():
@@ -67,6 +71,8 @@ def _case(tf, L: int, E: int, dtype: torch.dtype, is_causal: bool) -> dict:
         row[f"{name}_fwd_bwd_tflops"] = 3.5 * flops / both / 1e9
     row["forward_ratio"] = row["triton_forward_tflops"] / row["torch_flash_forward_tflops"]
     row["fwd_bwd_ratio"] = row["triton_fwd_bwd_tflops"] / row["torch_flash_fwd_bwd_tflops"]
+    row["forward_ratio_vs_default"] = row["triton_forward_tflops"] / row["torch_default_forward_tflops"]
+    row["fwd_bwd_ratio_vs_default"] = row["triton_fwd_bwd_tflops"] / row["torch_default_fwd_bwd_tflops"]
     return row
 
 

@@ -1,6 +1,7 @@
 """Tiled attention is exact, and never holds more than one tile of scores."""
 
 import math
+import time
 
 import pytest
 import torch
@@ -89,3 +90,27 @@ def test_fitted_exponent_recovers_a_power_law():
     assert abs(fitted_exponent(sizes, [5 * n**1.5 for n in sizes]) - 1.5) < 1e-9
     with pytest.raises(ValueError, match="at least two"):
         fitted_exponent([1], [1])
+
+
+def test_timings_wait_for_queued_gpu_work(monkeypatch):
+    """A CUDA call returns once its work is queued: median_seconds and min_seconds wait for
+    the GPU before each timer is read (here a stand-in GPU whose work takes 20 ms and is
+    only waited for by ``torch.cuda.synchronize``), and touch nothing where CUDA is unused."""
+    from attention_core.models.measure import median_seconds, min_seconds
+
+    queued = []
+
+    def synchronize():
+        for seconds in queued:
+            time.sleep(seconds)
+        queued.clear()
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "synchronize", synchronize)
+    for timer in (median_seconds, min_seconds):
+        assert timer(lambda: queued.append(0.02), repeats=3, warmup=0) >= 0.02
+        assert not queued
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)  # CUDA never used here
+    median_seconds(lambda: queued.append(0.02), repeats=3, warmup=0)
+    assert len(queued) == 3  # never waited for

@@ -43,8 +43,16 @@ def _check_callable(fn) -> None:
         raise TypeError(f"fn must be a function to call with no arguments, got {type(fn).__name__}")
 
 
+def _wait_for_the_gpu() -> None:
+    """Wait for queued CUDA work, where this process has used CUDA: a GPU call returns
+    once its work is queued, so a timer read straight after it measures the launch only."""
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+
+
 def _run_times(fn, repeats: int, warmup: int) -> list[float]:
-    """Wall-clock seconds of each of ``repeats`` runs of ``fn()``, after ``warmup`` runs."""
+    """Wall-clock seconds of each of ``repeats`` runs of ``fn()``, after ``warmup`` runs;
+    CUDA work ``fn`` queues counts (waited for before each timer is read)."""
     _check_callable(fn)
     check_positive_int("repeats", repeats)
     check_positive_int("warmup", warmup, minimum=0)
@@ -52,8 +60,10 @@ def _run_times(fn, repeats: int, warmup: int) -> list[float]:
         fn()
     times = []
     for _ in range(repeats):
+        _wait_for_the_gpu()
         start = time.perf_counter()
         fn()
+        _wait_for_the_gpu()
         times.append(time.perf_counter() - start)
     return times
 
