@@ -60,14 +60,16 @@ def test_online_softmax_matches_softmax_and_traces_the_running_values():
     assert abs(trace[-1]["l"] - torch.exp(scores - 5).sum().item()) < 1e-12
 
 
+@pytest.mark.parametrize("is_causal", [False, True])
 @pytest.mark.parametrize("L", [64, 256, 512])
-def test_memory_is_one_tile_not_the_score_matrix(L, largest_tensor):
+def test_memory_is_one_tile_not_the_score_matrix(L, is_causal, largest_tensor):
     """The largest intermediate is a (B, H, block_q, block_k) tile or the output, however
-    long the sequence; naive attention's grows as L * L."""
+    long the sequence, causal too (each tile builds its own piece of the mask); naive
+    attention's grows as L * L."""
     B, H, D, block = 1, 2, 8, 32
     q, k, v = (torch.randn(B, H, L, D) for _ in range(3))
     with largest_tensor() as tiled:
-        flash_attention(q, k, v, block_q=block, block_k=block)
+        flash_attention(q, k, v, block_q=block, block_k=block, is_causal=is_causal)
     with largest_tensor() as naive:
         scaled_dot_product_attention(q, k, v)
     assert tiled.largest <= max(B * H * block * block, B * H * L * D)

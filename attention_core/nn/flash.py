@@ -29,7 +29,6 @@ from ._checks import (
     check_tensor,
 )
 from .functional import NEG_INF, upcast
-from .masks import causal_mask
 
 __all__ = ["flash_attention", "flash_attention_lse", "online_softmax"]
 
@@ -125,8 +124,10 @@ def _query_block(q, key, value, mask, is_causal, q0, L, block_k):
             break  # every later tile is entirely in the future
         k1 = min(k0 + block_k, S)
         s = q @ key[..., k0:k1, :].transpose(-2, -1)  # (..., Bq, Bk)
-        if is_causal:
-            s.masked_fill_(~causal_mask(L, S, device=s.device)[q0:q0 + Bq, k0:k1], NEG_INF)
+        if is_causal:  # this tile of causal_mask(L, S) only: key j <= query i + (S - L)
+            queries = torch.arange(q0, q0 + Bq, device=s.device).unsqueeze(1)  # (Bq, 1)
+            keys = torch.arange(k0, k1, device=s.device)  # (Bk,)
+            s.masked_fill_(keys > queries + (S - L), NEG_INF)
         if mask is not None:
             tile = mask[..., k0:k1]
             s = s.masked_fill_(~tile, NEG_INF) if tile.dtype == torch.bool else s.add_(tile)
