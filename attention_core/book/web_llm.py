@@ -55,6 +55,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import sys
 import time
 import warnings
@@ -69,6 +70,7 @@ from torch.nn import functional as F
 try:
     import onnx
     import onnx.external_data_helper
+    import onnx.numpy_helper
     import onnxruntime
     import onnxscript
 except ImportError:  # Colab and Binder have no onnx: only the export refuses to run
@@ -270,9 +272,9 @@ def export_onnx(path, web: WebSmolLM) -> Path:
         warnings.simplefilter("ignore")
         program = torch.onnx.export(web.eval(), (ids, past, past.clone()), dynamo=True, verbose=False,
                                     input_names=list(INPUTS), output_names=list(OUTPUTS),
-                                    dynamic_shapes=dims, optimize=True, external_data=False)
+                                    dynamic_shapes=dims, optimize=True, external_data=True)
     _free_output_names(program.model.graph)
-    program.save(str(path), external_data=False)
+    program.save(str(path), external_data=True)  # the weights in path + ".data"
     return path
 
 
@@ -284,9 +286,148 @@ def _free_output_names(graph) -> None:
                 value.name = f"{value.name}_inner"
 
 
-EXTERNAL = "embedding.data"
-"""The second file: the embedding's bytes (ONNX external data of ``model.onnx``)."""
-FILES = ("model.onnx", EXTERNAL, "tokenizer.json", "meta.json")
+WEIGHTS = "weights.f32"
+"""The float32 weights ``model.onnx`` names as its external data. Never shipped: the page
+builds it in memory from the blocks after the download (``llm-lab/blocks.js``), as
+:func:`decode_weights` does in Python."""
+BLOCK_FILES = {"Q4_1": "blocks-q4_1.bin", "Q8_0": "embedding-q8_0.bin"}
+"""The shipped blocks, byte for byte the GGUF's: the 30 blocks' matrices (Q4_1) and the tied
+embedding (Q8_0), each file under :data:`MAX_BYTES`."""
+BLOCK_BYTES = {"Q4_1": 20, "Q8_0": 34}
+"""Bytes of one block of 32 weights."""
+SHIPPED = ("model.onnx", BLOCK_FILES["Q4_1"], BLOCK_FILES["Q8_0"], "tokenizer.json")
+"""What the page downloads (and ``meta.json``)."""
+FILES = SHIPPED + ("meta.json",)
+
+
+def shipped_matrices(names) -> list[str]:
+    """The GGUF tensors among ``names`` that :data:`BLOCK_FILES` ship: the 30 blocks' seven
+    matrices and the embedding (the norms are small and stay inside ``model.onnx``)."""
+    kinds = ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down")
+    return [n for n in names if n == "token_embd.weight" or re.fullmatch(rf"blk\.\d+\.({'|'.join(kinds)})\.weight", n)]
+
+
+def decode_blocks(kind: str, raw: np.ndarray, rows: int, cols: int) -> np.ndarray:
+    """The float32 weights ``(rows, cols)`` of ``raw``, a tensor's blocks of type ``kind``
+    (``"Q4_1"`` or ``"Q8_0"``), as :func:`q4_1_from_gguf` and :func:`q8_0_from_gguf` read
+    them: what ``llm-lab/blocks.js`` computes on the page."""
+    if kind not in BLOCK_BYTES:
+        raise ValueError(f"kind must be one of {sorted(BLOCK_BYTES)}, got {kind!r}")
+    if cols % BLOCK or raw.size != rows * cols // BLOCK * BLOCK_BYTES[kind]:
+        raise ValueError(f"raw holds {raw.size} bytes, not a {kind} tensor of shape ({rows}, {cols})")
+    raw = np.asarray(raw, np.uint8).reshape(rows, -1)
+    if kind == "Q8_0":
+        qs, d = q8_0_from_gguf(raw)  # (rows, nblk, 32), (rows, nblk, 1)
+        return (qs.astype(np.float32) * d.astype(np.float32)).reshape(rows, cols)
+    qs, d, m = q4_1_from_gguf(raw)  # (rows, nblk, 16), (rows, nblk, 1) x 2
+    q = np.concatenate((qs & 15, qs >> 4), axis=-1).astype(np.float32)  # (rows, nblk, 32)
+    return (q * d.astype(np.float32) + m.astype(np.float32)).reshape(rows, cols)
+
+
+def externalise_weights(path, gguf_path=None) -> dict:
+    """Rewrite the exported ONNX file ``path`` (float32 weights inside it or in its external
+    data) so that every matrix of the GGUF (:func:`shipped_matrices`) is external data in
+    :data:`WEIGHTS`, and write the GGUF's blocks of those matrices beside it
+    (:data:`BLOCK_FILES`, each tensor once). The exporter names few of its initializers
+    after the module (it stores each linear map's weight transposed, as ``MatMul``'s right
+    side, under a name of its own), so each one is found by its content: it must equal,
+    bit for bit, a GGUF matrix decoded (:func:`decode_blocks`) or its transpose, and every
+    GGUF matrix must be found. Returns the manifest ``meta.json`` keeps as ``"weights"``:
+    ``{"file", "bytes", "tensors": [{"name", "source", "file", "type", "offset", "length",
+    "rows", "cols", "transposed", "f32_offset"}]}``; ``rows`` and ``cols`` are the GGUF's
+    (blocks along a row), the initializer is ``(cols, rows)`` when ``transposed``."""
+    path = Path(path)
+    gguf_file = smollm._gguf_file(smollm.default_gguf_path() if gguf_path is None else gguf_path)
+    tensors = {t.name: t for t in gguf.GGUFReader(gguf_file).tensors}
+    by_content: dict[bytes, tuple[str, bool]] = {}  # sha256 of float32 bytes -> (source, transposed)
+    for name in shipped_matrices(tensors):
+        tensor = tensors[name]
+        kind = tensor.tensor_type.name
+        if kind not in BLOCK_FILES:
+            raise ValueError(f"{name} is {kind}: expected {' or '.join(BLOCK_FILES)}")
+        raw = np.ascontiguousarray(tensor.data, dtype=np.uint8)  # (rows, nblk * block bytes)
+        weight = decode_blocks(kind, raw, raw.shape[0], raw.shape[1] // BLOCK_BYTES[kind] * BLOCK)
+        for transposed, array in ((False, weight), (True, weight.T)):
+            by_content[hashlib.sha256(np.ascontiguousarray(array).tobytes()).digest()] = (name, transposed)
+    model = onnx.load(str(path))  # with its external data, if any
+    written: dict[str, tuple[int, int]] = {}  # source -> (offset, length) in its blocks file
+    blobs = {kind: bytearray() for kind in BLOCK_FILES}
+    entries, f32_offset = [], 0
+    for init in model.graph.initializer:
+        if init.data_type != onnx.TensorProto.FLOAT or len(init.dims) != 2:
+            continue
+        array = onnx.numpy_helper.to_array(init)
+        found = by_content.get(hashlib.sha256(np.ascontiguousarray(array).tobytes()).digest())
+        if found is None:
+            continue
+        source, transposed = found
+        tensor = tensors[source]
+        kind = tensor.tensor_type.name
+        raw = np.ascontiguousarray(tensor.data, dtype=np.uint8)
+        rows, cols = raw.shape[0], raw.shape[1] // BLOCK_BYTES[kind] * BLOCK
+        if array.shape != ((cols, rows) if transposed else (rows, cols)):  # a hash collision
+            raise ValueError(f"initializer {init.name} {array.shape} is not {source} ({rows}, {cols})")
+        if source not in written:
+            written[source] = (len(blobs[kind]), raw.nbytes)
+            blobs[kind] += raw.tobytes()
+        offset, length = written[source]
+        entries.append({"name": init.name, "source": source, "file": BLOCK_FILES[kind], "type": kind.lower(),
+                        "offset": offset, "length": length, "rows": rows, "cols": cols,
+                        "transposed": transposed, "f32_offset": f32_offset})
+        onnx.external_data_helper.set_external_data(init, WEIGHTS, offset=f32_offset, length=array.nbytes)
+        init.ClearField("raw_data")
+        init.data_location = onnx.TensorProto.EXTERNAL
+        f32_offset += array.nbytes
+    missing = sorted(set(shipped_matrices(tensors)) - set(written))
+    if missing:
+        raise ValueError(f"{len(missing)} of the GGUF's matrices are not in the graph: {missing[:3]}")
+    for node in model.graph.node:  # the exporter's notes (stack traces...): megabytes
+        del node.metadata_props[:]
+        node.doc_string = ""
+    del model.graph.value_info[:]
+    for stale in path.parent.glob(path.name + ".data"):
+        stale.unlink()
+    _write(path, model.SerializeToString())
+    for kind, name in BLOCK_FILES.items():
+        _write(path.parent / name, bytes(blobs[kind]))
+    return {"file": WEIGHTS, "bytes": f32_offset, "tensors": entries}
+
+
+def decode_weights(folder, manifest: dict) -> np.ndarray:
+    """The bytes of :data:`WEIGHTS` (uint8), decoded from the blocks files in ``folder`` as
+    the page decodes them, following ``manifest`` (``meta.json``'s ``"weights"``)."""
+    folder = Path(folder)
+    out = np.empty(manifest["bytes"] // 4, np.float32)
+    files = {}
+    for entry in manifest["tensors"]:
+        if entry["file"] not in files:
+            files[entry["file"]] = np.fromfile(folder / entry["file"], np.uint8)
+        raw = files[entry["file"]][entry["offset"]:entry["offset"] + entry["length"]]
+        weight = decode_blocks(entry["type"].upper(), raw, entry["rows"], entry["cols"])
+        start = entry["f32_offset"] // 4
+        out[start:start + weight.size] = (weight.T if entry["transposed"] else weight).ravel()
+    return out.view(np.uint8)
+
+
+def load_decoded(path, manifest: dict | None = None) -> bytes:
+    """The ONNX file ``path`` with its :data:`WEIGHTS` decoded from the blocks beside it and
+    put back inside: a serialized model ONNX Runtime opens from memory. ``manifest``
+    defaults to the ``meta.json`` beside ``path``."""
+    path = Path(path)
+    if manifest is None:
+        manifest = json.loads((path.parent / "meta.json").read_text())["weights"]
+    data = decode_weights(path.parent, manifest)
+    model = onnx.load(str(path), load_external_data=False)
+    for init in model.graph.initializer:
+        if init.data_location == onnx.TensorProto.EXTERNAL:
+            info = onnx.external_data_helper.ExternalDataInfo(init)
+            if info.location != WEIGHTS:
+                raise ValueError(f"{init.name} is in {info.location!r}, not {WEIGHTS!r}")
+            init.raw_data = data[info.offset:info.offset + info.length].tobytes()
+            del init.external_data[:]
+            init.data_location = onnx.TensorProto.DEFAULT
+    return model.SerializeToString()
+
 
 PROMPTS = ("What is attention in a transformer?", "Write a haiku about the sea.", "Name three colours.",
            "Explain why the sky is blue.", "How do I boil an egg?", "What is 12 times 7?",
@@ -294,27 +435,6 @@ PROMPTS = ("What is attention in a transformer?", "Write a haiku about the sea."
            "Who wrote Hamlet?", "Describe a cat in one sentence.")
 """Prompts over which greedy generation of the shipped model is compared with the package's."""
 GREEDY_TOKENS = 20
-
-
-def split_embedding(path) -> None:
-    """Move the embedding's initializers of the ONNX file ``path`` into :data:`EXTERNAL`
-    beside it (ONNX external data); the rest stays inside ``path``."""
-    path = Path(path)
-    model = onnx.load(str(path))
-    (path.parent / EXTERNAL).unlink(missing_ok=True)
-    moved = 0
-    for tensor in model.graph.initializer:
-        if tensor.name.startswith("embedding."):
-            onnx.external_data_helper.set_external_data(tensor, EXTERNAL)
-            moved += 1
-    if moved != 2:
-        raise ValueError(f"expected the embedding's 2 initializers (qs, d), found {moved}")
-    for node in model.graph.node:  # the exporter's notes (stack traces...): 7 MB of the budget
-        del node.metadata_props[:]
-        node.doc_string = ""
-    del model.graph.value_info[:]
-    onnx.save_model(model, str(path))
-    (path.parent / EXTERNAL).chmod(0o644)
 
 
 def book_prose(root=None) -> str:
@@ -328,12 +448,17 @@ def book_prose(root=None) -> str:
 
 
 class OrtDecoder:
-    """The exported model under ``onnxruntime`` (one thread), with its cache, as the page
+    """The exported model ``path`` under ``onnxruntime`` (one thread), its weights decoded
+    from the shipped blocks beside it (:func:`load_decoded`), with its cache, as the page
     drives it: :meth:`step` feeds new tokens and returns ``(logits (vocab_size,),
     attentions (num_layers, H, T, S))``."""
 
     def __init__(self, path, config: smollm.SmolLMConfig | None = None):
-        self.session = ort_session(path)
+        options = onnxruntime.SessionOptions()  # one thread, as web_model.ort_session
+        options.intra_op_num_threads = options.inter_op_num_threads = 1
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        self.session = onnxruntime.InferenceSession(load_decoded(path), options,
+                                                    providers=["CPUExecutionProvider"])
         self.config = smollm.SmolLMConfig() if config is None else config
         self.reset()
 
@@ -419,17 +544,19 @@ def export_smollm2(out_dir, gguf_path=None, log=None) -> dict:
 def _export(out_dir: Path, gguf_path, log) -> dict:
     out_dir.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
-    model, embedding, tokenizer = quantised_model(gguf_path)
-    export_onnx(out_dir / "model.onnx", WebSmolLM(model, embedding))
-    split_embedding(out_dir / "model.onnx")
+    model, tokenizer = smollm.load_smollm2(gguf_path)
+    export_onnx(out_dir / "model.onnx", WebSmolLM(model))
+    del model
+    weights = externalise_weights(out_dir / "model.onnx", gguf_path)
+    _write(out_dir / "meta.json", json.dumps({"weights": weights}).encode())  # read by OrtDecoder
     log(f"exported in {time.perf_counter() - start:.0f} s")
-    return _measure(out_dir, tokenizer, gguf_path, log)
+    return _measure(out_dir, tokenizer, gguf_path, weights, log)
 
 
-def _measure(out_dir: Path, tokenizer, gguf_path, log) -> dict:
+def _measure(out_dir: Path, tokenizer, gguf_path, weights: dict, log) -> dict:
     """Check the sizes of the exported files, write the tokenizer, measure the precision
     and write ``meta.json``."""
-    sizes = {name: (out_dir / name).stat().st_size for name in ("model.onnx", EXTERNAL)}
+    sizes = {name: (out_dir / name).stat().st_size for name in SHIPPED if name != "tokenizer.json"}
     tokenizer_json = tokenizer.to_str().encode()
     _write(out_dir / "tokenizer.json", tokenizer_json)
     sizes["tokenizer.json"] = len(tokenizer_json)
@@ -460,7 +587,7 @@ def _measure(out_dir: Path, tokenizer, gguf_path, log) -> dict:
             "eos_token_id": c.eos_token_id, "im_end_id": tokenizer.token_to_id("<|im_end|>"),
             "system_prompt": c.system_prompt, "chat_example": smollm.chat_text(
                 [{"role": "user", "content": "PROMPT"}], system_prompt=c.system_prompt),
-            "source_hash": source_hash(gguf_path)}
+            "source_hash": source_hash(gguf_path), "weights": weights}
     _write(out_dir / "meta.json", json.dumps(meta, indent=1).encode())
     return meta
 
