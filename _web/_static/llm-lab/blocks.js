@@ -36,25 +36,48 @@ export function decodeTensor(type, src, rows, cols, dst, transposed = false) {
     throw new Error(`a ${type} tensor (${rows}, ${cols}) takes ${rows * cols / BLOCK * size} bytes, got ${src.length}`);
   }
   if (dst.length !== rows * cols) throw new Error(`the output holds ${dst.length} weights, not ${rows * cols}`);
-  const half = halfTable(), q4 = type === "q4_1";
-  const colStride = transposed ? rows : 1, rowStride = transposed ? 1 : cols;
-  let at = 0;
-  for (let r = 0; r < rows; r++) {
-    for (let c0 = 0; c0 < cols; c0 += BLOCK, at += size) {
-      const d = half[src[at] | (src[at + 1] << 8)];
-      let o = r * rowStride + c0 * colStride;
-      if (q4) {
-        const m = half[src[at + 2] | (src[at + 3] << 8)];
-        for (let j = 0; j < 16; j++, o += colStride) {
-          const byte = src[at + 4 + j];
-          dst[o] = Math.fround(d * (byte & 15) + m);
-          dst[o + 16 * colStride] = Math.fround(d * (byte >> 4) + m);
-        }
-      } else {
-        for (let j = 0; j < BLOCK; j++, o += colStride) {
-          const q = src[at + 2 + j];
-          dst[o] = d * (q > 127 ? q - 256 : q);
-        }
+  const half = halfTable(), q4 = type === "q4_1", blocksPerRow = cols / BLOCK;
+  const block = new Float32Array(BLOCK);
+  // one block of row r, columns c0..c0 + 31, into `block`
+  const decodeBlock = (r, c0) => {
+    const at = (r * blocksPerRow + c0 / BLOCK) * size;
+    const d = half[src[at] | (src[at + 1] << 8)];
+    if (q4) {
+      const m = half[src[at + 2] | (src[at + 3] << 8)];
+      for (let j = 0; j < 16; j++) {
+        const byte = src[at + 4 + j];
+        block[j] = Math.fround(d * (byte & 15) + m);
+        block[j + 16] = Math.fround(d * (byte >> 4) + m);
+      }
+    } else {
+      for (let j = 0; j < BLOCK; j++) {
+        const q = src[at + 2 + j];
+        block[j] = d * (q > 127 ? q - 256 : q);
+      }
+    }
+  };
+  if (!transposed) {
+    for (let r = 0; r < rows; r++) {
+      for (let c0 = 0; c0 < cols; c0 += BLOCK) {
+        decodeBlock(r, c0);
+        dst.set(block, r * cols + c0);
+      }
+    }
+    return;
+  }
+  // transposed: a tile of TILE rows by 32 columns at a time, so that the writes run along
+  // the output's rows (column c of the weight is row c of the output)
+  const TILE = 32, tile = new Float32Array(TILE * BLOCK);  // tile[i * 32 + j]: row r0 + i, column c0 + j
+  for (let r0 = 0; r0 < rows; r0 += TILE) {
+    const n = Math.min(TILE, rows - r0);
+    for (let c0 = 0; c0 < cols; c0 += BLOCK) {
+      for (let i = 0; i < n; i++) {
+        decodeBlock(r0 + i, c0);
+        tile.set(block, i * BLOCK);
+      }
+      for (let j = 0; j < BLOCK; j++) {
+        const o = (c0 + j) * rows + r0;
+        for (let i = 0; i < n; i++) dst[o + i] = tile[i * BLOCK + j];
       }
     }
   }

@@ -8,13 +8,15 @@
 // shows (tests and benchmarks/bench_web_llm.py read it). Reader text only ever reaches the
 // page as textContent.
 import { headRow, sinkScores, inductionScores, repeatedRandom, argmax } from "./analysis.js";
+import { decodeWeights } from "./blocks.js";
 
 const STATIC = new URL("../", import.meta.url);  // the site's _static/
 const FILES = {
   runtime: "onnxruntime-web/ort.wasm.bundle.min.js",
   wasm: "onnxruntime-web/ort-wasm-simd-threaded.wasm",
   model: "smollm2/model.onnx",
-  data: "smollm2/embedding.data",
+  blocks: "smollm2/blocks-q4_1.bin",
+  embedding: "smollm2/embedding-q8_0.bin",
   tokenizer: "smollm2/tokenizer.json",
   meta: "smollm2/meta.json",
 };
@@ -155,7 +157,7 @@ function fillHeadControls(ui) {
 }
 
 async function sizes() {
-  const names = ["model", "data", "tokenizer", "wasm"];
+  const names = ["model", "blocks", "embedding", "tokenizer", "wasm"];
   const found = await Promise.all(names.map(async (name) => {
     try {
       const response = await fetch(url(name), { method: "HEAD" });
@@ -202,21 +204,26 @@ async function load(ui) {
   ort.env.wasm.wasmPaths = { wasm: url("wasm") };
   ort.env.logLevel = "error";
   t = performance.now();
-  let received = 0;
-  const progress = () => say(ui, `Downloading the model: ${mb(received)} of ${mb(meta.total_bytes)}…`);
-  const parts = [0, 0];
-  const [model, data] = await Promise.all([
-    fetchBytes(url("model"), (n) => { parts[0] = n; received = parts[0] + parts[1]; progress(); }),
-    fetchBytes(url("data"), (n) => { parts[1] = n; received = parts[0] + parts[1]; progress(); })]);
+  const names = ["model", "blocks", "embedding"], parts = names.map(() => 0);
+  const download = names.reduce((n, name) => n + meta.bytes[FILES[name].split("/").pop()], 0);
+  const progress = () => say(ui, `Downloading the model: ${mb(parts.reduce((a, b) => a + b, 0))} of ${mb(download)}…`);
+  const [model, blocks, embedding] = await Promise.all(names.map((name, i) =>
+    fetchBytes(url(name), (n) => { parts[i] = n; progress(); })));
   phases.modelDownload = performance.now() - t;
+  say(ui, `Decoding the weights to float32 (${mb(meta.weights.bytes)})…`);
+  await new Promise((resolve) => setTimeout(resolve, 0));  // let the message paint
+  t = performance.now();
+  // The file keeps the GGUF's 4- and 8-bit blocks (the download); decoded here once, they
+  // are the float32 external data of model.onnx, so every step runs plain float32 MatMuls.
+  // (Decoding them in the graph ran at every step: about ten times slower.)
+  let weights = decodeWeights(meta.weights, { [FILES.blocks.split("/").pop()]: blocks,
+    [FILES.embedding.split("/").pop()]: embedding });
+  phases.decode = performance.now() - t;
   say(ui, "Starting the runtime…");
   t = performance.now();
-  // Constant folding would turn the 4-bit weights into float32 once, but ONNX Runtime keeps
-  // every intermediate of the folding until it ends: over 4 GB, more than WebAssembly can
-  // address (measured: std::bad_alloc). Without it the weights are decoded at every step.
   const session = await ort.InferenceSession.create(model, { executionProviders: ["wasm"],
-    graphOptimizationLevel: "all", extra: { optimization: { disable_specified_optimizers: "ConstantFolding" } },
-    externalData: [{ path: "embedding.data", data }] });
+    graphOptimizationLevel: "all", externalData: [{ path: meta.weights.file, data: weights }] });
+  weights = null;  // the runtime holds its own copy
   phases.session = performance.now() - t;
   const tokenizer = new lib.Tokenizer({ ...tokenizerJson, padding: null, truncation: null }, {});
   state.meta = meta;
