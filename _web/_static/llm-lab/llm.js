@@ -28,6 +28,7 @@ const FIRST_PROMPT = "What is attention in a transformer?";
 const state = {
   status: "idle", message: "", meta: null, numLayers: 30, numHeads: 9,
   ids: [], tokens: [], promptLength: 0, rows: [], generated: [], selected: -1, layer: 0, head: 0,
+  downloadBytes: 0, weightBytes: 0,
   timings: { clickToReady: null, clickToFirstToken: null, firstToken: null, tokensPerSecond: null, phases: {} },
   runs: 0, stopRequested: false,
 };
@@ -439,7 +440,8 @@ async function run(ui, lab, ids, maxNew) {
 function problemText(error) {
   const text = String(error && error.message || error);
   if (/memory|allocation|Array buffer|RangeError/i.test(text)) {
-    return "The browser ran out of memory for the model (it needs about 1 GB while it runs). Close other " +
+    const need = state.weightBytes ? ` (its weights alone take ${mb(state.weightBytes)})` : "";
+    return `The browser ran out of memory for the model${need}. Close other ` +
       "tabs or use a computer with more memory; the pre-rendered explorer above still works.";
   }
   return `The model could not run: ${text}`;
@@ -523,12 +525,16 @@ async function main() {
     return;
   }
   say(ui, "");
-  sizes().then((total) => {
+  // the files' sizes (HEAD requests) and meta.json (a few kB: the decoded weights' size)
+  Promise.all([sizes(), fetchJson("meta").catch(() => null)]).then(([total, meta]) => {
+    if (meta && meta.weights) state.weightBytes = meta.weights.bytes;
     if (total) {
       state.downloadBytes = total;
       ui.start.textContent = `Download SmolLM2 (${mb(total)}) and run it in your browser`;
+      const memory = state.weightBytes ? `; its weights, decoded to float32 after the download, then take ` +
+        `${mb(state.weightBytes)} of memory, and the tab needs more while it loads them` : "";
       ui.cost.textContent = `Nothing is downloaded until you click: then ${mb(total)} once (the browser may ` +
-        "keep it), about 1 GB of memory while it runs; a computer is best, a phone may run out of memory. " +
+        `keep it)${memory}. A computer is best, a phone may run out of memory. ` +
         "Everything runs on your device: nothing you type leaves it.";
     }
   });
