@@ -10,8 +10,8 @@ so these tests need the export but not the whole book.
 * Headless Chromium, every host but the local server unreachable: nothing heavy loads
   before the click and the button states the size, the text under it the memory of the
   decoded weights; after the click the page fetches the shipped blocks once and decodes
-  them itself (``llm-lab/blocks.js``; the float32 file is never asked for); the first prompt's ids
-  equal Python's ``chat_prompt``; two prompts the book does not contain each generate 20
+  them itself (``llm-lab/blocks.js``; the float32 file is never asked for); the first
+  prompt's ids equal Python's ``chat_prompt``; two prompts the book does not contain each generate 20
   tokens equal to the package's greedy ``generate``, and the attention the page holds equals
   the package's float32 weights within ``meta.json``'s tolerance, rows summing to 1; hostile
   prompts (markup, 5,000 characters, emoji only, empty) give text or a message and no
