@@ -4,9 +4,10 @@ a local HTTP server with a cold browser cache, the network cut but for that serv
 ``before_click_bytes``: what the page fetched before the reader's click (the page script
 asks only for the files' sizes and the small meta.json). ``click_to_first_token_s``: from
 the click on the download button to the first generated token: runtime, WebAssembly
-binary, tokenizer, meta.json and the model (model.onnx and the GGUF's 4- and 8-bit blocks) fetched from the local server, the
-blocks decoded to float32 in JavaScript (``llm-lab/blocks.js``), the session created, the
-first prompt tokenised and read, one token chosen.
+binary, tokenizer, meta.json and the model (model.onnx and the GGUF's 4- and 8-bit blocks)
+fetched from the local server, the blocks decoded to float32 in JavaScript
+(``llm-lab/blocks.js``), the session created, the first prompt tokenised and read, one
+token chosen.
 ``tokens_per_second``: decoding speed over a 48-token answer to a second prompt, after
 loading. ``tab_memory_mb``: the largest resident memory of a Chromium renderer process
 while it ran (psutil), loading included; ``tab_memory_generating_mb``: the same while the
