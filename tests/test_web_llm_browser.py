@@ -205,10 +205,12 @@ def test_the_blocks_are_decoded_once_on_the_page(page, meta):
     """The page fetched the shipped blocks, decoded them itself (never asking the server for
     the float32 file) and then generated."""
     driver = page["driver"]
-    names = driver.execute_script("return performance.getEntriesByType('resource').map((e) => e.name)")
-    for name in ("blocks-q4_1.bin", "embedding-q8_0.bin"):
-        assert sum(n.endswith(f"smollm2/{name}") for n in names) == 1, name
-    assert not any(meta["weights"]["file"] in n for n in names)
+    entries = driver.execute_script(
+        "return performance.getEntriesByType('resource').map((e) => [e.name, e.encodedBodySize])")
+    for name in ("blocks-q4_1.bin", "embedding-q8_0.bin"):  # one download each (and a HEAD request)
+        got = [size for n, size in entries if n.endswith(f"smollm2/{name}") and size]
+        assert got == [meta["bytes"][name]], (name, got)
+    assert not any(meta["weights"]["file"] in n for n, _ in entries)
     phases = driver.execute_script("return window.llmLab.timings.phases")
     assert phases["decode"] > 0 and phases["session"] > 0
 
