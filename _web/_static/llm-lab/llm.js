@@ -222,8 +222,12 @@ async function load(ui) {
   phases.decode = performance.now() - t;
   say(ui, "Starting the runtime…");
   t = performance.now();
+  // No prepacking: ONNX Runtime would keep a second, packed copy of every matrix (measured in
+  // headless Chromium: 0.2 GB more memory while generating, a slower start, no faster steps;
+  // only the prompt reads faster with it). benchmarks/bench_web_llm.py measures this page.
   const session = await ort.InferenceSession.create(model, { executionProviders: ["wasm"],
-    graphOptimizationLevel: "all", externalData: [{ path: meta.weights.file, data: weights }] });
+    graphOptimizationLevel: "all", extra: { session: { disable_prepacking: "1" } },
+    externalData: [{ path: meta.weights.file, data: weights }] });
   weights = null;  // the runtime holds its own copy
   phases.session = performance.now() - t;
   const tokenizer = new lib.Tokenizer({ ...tokenizerJson, padding: null, truncation: null }, {});
