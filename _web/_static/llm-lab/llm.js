@@ -216,7 +216,8 @@ async function load(ui) {
   t = performance.now();
   // The file keeps the GGUF's 4- and 8-bit blocks (the download); decoded here once, they
   // are the float32 external data of model.onnx, so every step runs plain float32 MatMuls.
-  // (Decoding them in the graph ran at every step: about ten times slower.)
+  // (Decoding them in the graph at every step, as the first version did, ran about seven times
+  // slower: benchmarks/bench_web_llm.py, both versions one after the other on the same machine.)
   let weights = decodeWeights(meta.weights, { [FILES.blocks.split("/").pop()]: blocks,
     [FILES.embedding.split("/").pop()]: embedding });
   phases.decode = performance.now() - t;
