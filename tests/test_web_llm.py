@@ -1,6 +1,8 @@
-"""Chapter 14's in-browser LLM (attention_core.book.web_llm): the 4-bit blocks against
-gguf's own dequantisation, and the ONNX export run by ONNX Runtime in Python against the
-package's float32 SmolLM, for the prompt (past of length 0) and decode steps.
+"""Chapter 14's in-browser LLM (attention_core.book.web_llm): the 4- and 8-bit blocks against
+gguf's own dequantisation; the shipped blocks, decoded as the page decodes them (in numpy
+and by the page's own ``llm-lab/blocks.js`` under Node), against the package's float32
+weights; and the ONNX export run by ONNX Runtime in Python against the package's float32
+SmolLM, for the prompt (past of length 0) and decode steps.
 
 The export takes minutes, so the export tests read the build's cached export
 (``_build/web_llm/<source_hash>/``, exported first if missing: ``_ext/web_llm.cached_export``)
@@ -10,6 +12,7 @@ and are ``book`` tests; the block tests are quick.
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import numpy as np
@@ -49,12 +52,20 @@ def test_q4_1_blocks_equal_gguf_dequantisation(reader):
     assert got.shape == want.shape and torch.equal(got, torch.from_numpy(np.asarray(want, np.float32)))
 
 
-def test_q8_0_embedding_equals_gguf_dequantisation(reader):
-    tensor = next(t for t in reader.tensors if t.name == "token_embd.weight")
-    embedding = web_llm.Q8Embedding(*web_llm.q8_0_from_gguf(np.asarray(tensor.data)))
-    ids = torch.tensor([[0, 1, 2, 500, 49151]])
-    want = torch.from_numpy(np.asarray(gguf.quants.dequantize(tensor.data, tensor.tensor_type)))
-    assert torch.equal(embedding.lookup(ids)[0], want[ids[0]])
+@pytest.mark.parametrize("name", ["token_embd.weight", "blk.7.ffn_down.weight"])
+def test_decode_blocks_equals_gguf_dequantisation(reader, name):
+    tensor = next(t for t in reader.tensors if t.name == name)
+    raw = np.asarray(tensor.data)
+    want = np.asarray(gguf.quants.dequantize(tensor.data, tensor.tensor_type), np.float32)
+    got = web_llm.decode_blocks(tensor.tensor_type.name, raw, *want.shape)
+    assert got.dtype == np.float32 and np.array_equal(got, want)
+
+
+def test_decode_blocks_names_what_is_wrong():
+    with pytest.raises(ValueError, match="kind"):
+        web_llm.decode_blocks("Q5_K", np.zeros(20, np.uint8), 1, 32)
+    with pytest.raises(ValueError, match="raw holds 19 bytes"):
+        web_llm.decode_blocks("Q4_1", np.zeros(19, np.uint8), 1, 32)
 
 
 def test_q4_1_quantise_round_trip_error_is_half_a_step():
@@ -93,13 +104,79 @@ def decoder(export_dir):
 
 @pytest.mark.book
 def test_files_fit_the_budget_and_meta_states_the_precision(export_dir, meta):
-    names = ("model.onnx", web_llm.EXTERNAL, "tokenizer.json")
-    sizes = {name: (export_dir / name).stat().st_size for name in names}
+    sizes = {name: (export_dir / name).stat().st_size for name in web_llm.SHIPPED}
     assert sizes == meta["bytes"]
     assert max(sizes.values()) <= web_llm.MAX_BYTES and sum(sizes.values()) <= web_llm.MAX_TOTAL_BYTES
     assert meta["prose_positions"] >= 1000 and meta["top1_agreement"] >= 0.99
     assert meta["greedy_equal"] >= 0.8 * meta["greedy_prompts"]
     assert meta["max_abs_diff_attention"] <= meta["tolerance"]
+
+
+def _package_weight(model, source: str) -> torch.Tensor:
+    """The package's float32 weight that the GGUF tensor ``source`` became."""
+    if source == "token_embd.weight":
+        return model.embed_tokens.weight
+    _, n, kind, _ = source.split(".")
+    names = {"attn_q": "attn.q_proj", "attn_k": "attn.k_proj", "attn_v": "attn.v_proj",
+             "attn_output": "attn.out_proj", "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj",
+             "ffn_down": "mlp.down_proj"}
+    return model.layers[int(n)].get_submodule(names[kind]).weight
+
+
+@pytest.fixture(scope="module")
+def decoded(export_dir, meta):
+    return web_llm.decode_weights(export_dir, meta["weights"]).view(np.float32)
+
+
+@pytest.mark.book
+def test_decoded_blocks_are_the_package_float32_weights(export_dir, meta, reference, decoded):
+    model, _ = reference
+    weights = meta["weights"]
+    assert weights["file"] == web_llm.WEIGHTS and not (export_dir / web_llm.WEIGHTS).exists()
+    assert weights["bytes"] == 4 * decoded.size
+    sources = [t["source"] for t in weights["tensors"]]
+    assert len(set(sources)) == len(sources) == 30 * 7 + 1  # every matrix once, the tied embedding too
+    ends = 0
+    for t in weights["tensors"]:
+        want = _package_weight(model, t["source"]).detach().numpy()
+        assert want.shape == (t["rows"], t["cols"]), t["source"]
+        start = t["f32_offset"] // 4
+        got = decoded[start:start + want.size].reshape(want.T.shape if t["transposed"] else want.shape)
+        assert np.array_equal(got.T if t["transposed"] else got, want), t["source"]
+        ends = max(ends, t["f32_offset"] + 4 * want.size)
+    assert ends == weights["bytes"]
+
+
+@pytest.mark.book
+def test_the_pages_decoder_gives_the_same_bytes(export_dir, meta, decoded, tmp_path):
+    """``llm-lab/blocks.js`` (what the page runs) under Node, against :func:`decode_weights`."""
+    import hashlib
+    import shutil
+    import subprocess
+
+    node = shutil.which("node")
+    if node is None:
+        if os.environ.get("CI"):
+            raise RuntimeError("CI needs node")
+        pytest.skip("node not installed")
+    shutil.copy(ROOT / "_web" / "_static" / "llm-lab" / "blocks.js", tmp_path / "blocks.js")
+    (tmp_path / "package.json").write_text('{"type": "module"}')
+    (tmp_path / "run.js").write_text(
+        'import { decodeWeights } from "./blocks.js";\n'
+        'import fs from "fs";\nimport crypto from "crypto";\n'
+        'const dir = process.argv[2];\n'
+        'const meta = JSON.parse(fs.readFileSync(`${dir}/meta.json`, "utf8"));\n'
+        'const files = {};\n'
+        'for (const t of meta.weights.tensors) {\n'
+        '  files[t.file] ??= new Uint8Array(fs.readFileSync(`${dir}/${t.file}`));\n'
+        '}\n'
+        'const out = decodeWeights(meta.weights, files);\n'
+        'console.log(JSON.stringify([out.length, crypto.createHash("sha256").update(out).digest("hex")]));\n')
+    out = subprocess.run([node, str(tmp_path / "run.js"), str(export_dir)], capture_output=True, text=True,
+                         check=True, timeout=600)
+    length, digest = json.loads(out.stdout)
+    assert length == meta["weights"]["bytes"]
+    assert digest == hashlib.sha256(decoded.tobytes()).hexdigest()
 
 
 @pytest.mark.book

@@ -8,8 +8,10 @@ so these tests need the export but not the whole book.
 * Node: the page's tokenizer (the vendored library over the exported tokenizer.json) gives
   the package's ids on the book's test strings and on the chat-wrapped prompts.
 * Headless Chromium, every host but the local server unreachable: nothing heavy loads
-  before the click and the button states the size; after the click the first prompt's ids
-  equal Python's ``chat_prompt``; two prompts the book does not contain each generate 20
+  before the click and the button states the size, the text under it the memory of the
+  decoded weights; after the click the page fetches the shipped blocks once and decodes
+  them itself (``llm-lab/blocks.js``; the float32 file is never asked for); the first
+  prompt's ids equal Python's ``chat_prompt``; two prompts the book does not contain each generate 20
   tokens equal to the package's greedy ``generate``, and the attention the page holds equals
   the package's float32 weights within ``meta.json``'s tolerance, rows summing to 1; hostile
   prompts (markup, 5,000 characters, emoji only, empty) give text or a message and no
@@ -184,16 +186,33 @@ def page(server):
         before = driver.execute_script(
             "return performance.getEntriesByType('resource').map((e) => [e.name, e.encodedBodySize])")
         button = driver.find_element(By.CSS_SELECTOR, "#llm-lab .llm-start").text
+        cost = driver.find_element(By.CSS_SELECTOR, "#llm-lab .llm-cost").text
         driver.find_element(By.CSS_SELECTOR, "#llm-lab .llm-start").click()
         status = wait_status(driver, ("done", "error"))
         assert status == "done", driver.execute_script("return window.llmLab.message")
-        yield {"driver": driver, "before": before, "button": button}
+        yield {"driver": driver, "before": before, "button": button, "cost": cost}
 
 
 def test_nothing_heavy_before_the_click_and_the_button_states_the_size(page, meta):
     assert sum(size for _, size in page["before"]) < 200_000, page["before"]
     assert not any("smollm2/model.onnx" in name and size for name, size in page["before"])
     assert re.search(r"\(\d+ MB\)", page["button"]), page["button"]
+    # the memory the decoded weights take, from meta.json
+    assert f"{meta['weights']['bytes'] / 1e6:.0f} MB of memory" in page["cost"], page["cost"]
+
+
+def test_the_blocks_are_decoded_once_on_the_page(page, meta):
+    """The page fetched the shipped blocks, decoded them itself (never asking the server for
+    the float32 file) and then generated."""
+    driver = page["driver"]
+    entries = driver.execute_script(
+        "return performance.getEntriesByType('resource').map((e) => [e.name, e.encodedBodySize])")
+    for name in ("blocks-q4_1.bin", "embedding-q8_0.bin"):  # one download each (and a HEAD request)
+        got = [size for n, size in entries if n.endswith(f"smollm2/{name}") and size]
+        assert got == [meta["bytes"][name]], (name, got)
+    assert not any(meta["weights"]["file"] in n for n, _ in entries)
+    phases = driver.execute_script("return window.llmLab.timings.phases")
+    assert phases["decode"] > 0 and phases["session"] > 0
 
 
 def test_first_prompt_ids_equal_chat_prompt(page, reference):

