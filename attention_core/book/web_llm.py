@@ -19,7 +19,7 @@ After the download the page decodes the blocks to float32 once (``llm-lab/blocks
 data (``weights.f32``, 538 MB, never on the server), so each step runs plain float32
 ``MatMul``s. The weights equal the package's float32 ones exactly; only float32 rounding
 differs (``meta.json`` gives the measured difference). Decoding inside the graph at every
-step, as the first version did, ran about ten times slower in the browser (ONNX Runtime's
+step, as the first version did, ran about seven times slower in the browser (measured 7.3x; ONNX Runtime's
 ``MatMulNBits`` 10 to 20 times slower than a float32 ``MatMul`` in WebAssembly, and folding
 the decoding into constants ran out of memory there).
 
