@@ -188,6 +188,16 @@ def strip_columns(width: int, min_text_px: float) -> int:
     return 2 if min_text_px * min(1.0, half / width) >= MIN_TEXT_PX else 1
 
 
+def check_strips_used(chapters: set[str]) -> None:
+    """Raise :class:`PrintError` for each chapter of :data:`STRIPS` not among ``chapters``
+    (the names of the pages that have an explorer): a renamed chapter would otherwise get
+    the default frames without a word."""
+    unused = sorted(set(STRIPS) - chapters)
+    if unused:
+        raise PrintError(f"{', '.join(unused)}: STRIPS lists frames for it, but no page of the book by "
+                         "that name has an explorer (renamed?)")
+
+
 def explorer_strip(soup: BeautifulSoup, explorer: Tag, chapter: str) -> Tag:
     """The printed explorer: a grid of frames, each captioned with its control values, each
     the frame's print copy (``print_images``, :data:`attention_core.book.render.PRINT_SCALE`)
@@ -305,6 +315,56 @@ def quiz_print(soup: BeautifulSoup, quiz: Tag, number: str) -> tuple[Tag, Tag]:
 
 
 # ---------------------------------------------------------------------------------------------
+# Code: each line a block, so that a line too long for the column wraps under its own indent
+
+HANG_CH = 4
+"""A wrapped line of code continues this many characters right of the line's indentation
+(as Python's own continuation lines do), so that it reads as one line."""
+MAX_HANG_CH = 40
+"""Deeply indented code hangs no further than this (the rest of the column stays for text)."""
+
+
+def code_lines(soup: BeautifulSoup, pre: Tag) -> None:
+    """Each line of ``pre`` -> ``<span class="pdf-code-line" style="--hang: Nch">``, its
+    highlighting kept (a token that spans lines, a docstring, is cut at each line's end);
+    the print CSS shows each as a block whose wrapped part hangs at the line's indentation
+    plus :data:`HANG_CH`. The text is unchanged: the leading spaces stay characters and each
+    line keeps its newline, so what is copied from the PDF is what the site shows."""
+    lines: list[list[tuple[str, list[Tag]]]] = [[]]
+
+    def walk(node, chain: list[Tag]) -> None:
+        for child in list(node.children):
+            if isinstance(child, NavigableString):
+                parts = str(child).split("\n")
+                for k, part in enumerate(parts):
+                    if k:
+                        lines[-1].append(("\n", []))
+                        lines.append([])
+                    if part:
+                        lines[-1].append((part, chain))
+            elif isinstance(child, Tag):
+                walk(child, [*chain, child])
+
+    walk(pre, [])
+    if not lines[-1]:
+        lines.pop()
+    pre.clear()
+    for line in lines:
+        text = "".join(part for part, _ in line)
+        indent = len(text) - len(text.lstrip(" "))
+        hang = min(indent + HANG_CH, MAX_HANG_CH)
+        block = soup.new_tag("span", attrs={"class": "pdf-code-line", "style": f"--hang:{hang}ch"})
+        for part, chain in line:
+            node = NavigableString(part)
+            for tag in reversed(chain):  # rebuilt innermost first
+                wrapper = soup.new_tag(tag.name, attrs=dict(tag.attrs))
+                wrapper.append(node)
+                node = wrapper
+            block.append(node)
+        pre.append(block)
+
+
+# ---------------------------------------------------------------------------------------------
 # One page of the site -> a section of the book
 
 
@@ -350,6 +410,9 @@ def page_section(docname: str, site: Path, url: str, student: bool) -> Tag:
             summary.decompose()
         details.name = "div"
         details["class"] = [*details.get("class", []), "pdf-opened"]
+    # code: wrapped lines under their own indentation
+    for pre in article.select("pre"):
+        code_lines(soup, pre)
     # explorers
     for explorer in article.select("div.ac-explorer"):
         explorer.replace_with(explorer_strip(soup, explorer, chapter))
@@ -468,11 +531,7 @@ def book_html(site: Path, student: bool, page_numbers: dict[str, int] | None = N
         section = page_section(docname, site, url, student)
         sections.append(section)
         pages.append({"docname": docname, "title": page_title(section), "part": part})
-    with_strips = {Path(s["data-docname"]).name for s in sections if s.select_one("div.pdf-strip")}
-    unused = sorted(set(STRIPS) - with_strips)
-    if unused:
-        raise PrintError(f"{', '.join(unused)}: STRIPS lists frames for it, but no page of the book by "
-                         "that name has an explorer (renamed?)")
+    check_strips_used({Path(s["data-docname"]).name for s in sections if s.select_one("div.pdf-strip")})
     css = sorted((site / "_static" / "styles").glob("site-*.css"))
     links = "".join(f'<link rel="stylesheet" href="{p.resolve().as_uri()}">' for p in css)
     title = config["title"]
