@@ -6,13 +6,19 @@ citations and cross-references are the site's, from the same executed notebooks.
 are joined in the order of ``_toc.yml`` into one HTML document (``_build/pdf/book.html``),
 whose interactive parts are turned into things a page can hold:
 
-* an explorer -> a strip of a few of its frames (the website's own images), each captioned
+* a figure -> its print copy (``data-print-src``: the same figure at
+  ``attention_core.book.render.PRINT_SCALE`` times the website's pixels, at least 200 px an
+  inch as printed), at the size the website shows it;
+* an explorer -> a strip of a few of its frames (their print copies), each captioned
   with its control values; which frames is :data:`STRIPS` (the settings the chapter's prose
-  points at), or, for an explorer not listed there, each control at its ends;
+  points at), or, for an explorer not listed there, each control at its ends; an entry of
+  :data:`STRIPS` that no longer matches its explorer fails the build (:class:`PrintError`);
 * a self-check quiz -> its questions and choices in place, the answers and their
   explanations at the end of the chapter;
 * exercises as on the page; their solutions in the full edition, none in the student edition;
 * the in-browser model section -> a note with the page's address and a static figure;
+* code line by line, a line too long for the column wrapping under its own indentation
+  (:func:`code_lines`);
 * hidden code cells shown, links to other pages turned into links inside the document,
   links out of the book followed by their address.
 
