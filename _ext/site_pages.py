@@ -309,7 +309,8 @@ CITATION_LIST_ROLE = '<div role="list" class="citation-list">'
 # that follows it; the Bootstrap one kept the build's text, and the icons' own titles
 # ("Light", "System Settings") named the state instead of the action.
 THEME_BUTTON = re.compile(r'(<button class="[^"]*theme-switch-button[^"]*") aria-label="Color mode" '
-                          r'data-bs-title="Color mode"\s+data-bs-placement="bottom" data-bs-toggle="tooltip">')
+                          r'data-bs-title="Color mode"\s+data-bs-placement="bottom"'
+                          r' data-bs-toggle="tooltip">')
 THEME_ICON_TITLE = re.compile(r'(<i class="theme-switch [^"]*" data-mode="\w+")\s+title="[^"]*"')
 
 

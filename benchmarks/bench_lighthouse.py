@@ -16,6 +16,7 @@ import subprocess
 from pathlib import Path
 
 import lighthouse
+
 from _timing import machine
 
 RUNS = 3

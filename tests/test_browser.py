@@ -542,8 +542,8 @@ def test_theme_button_says_what_it_does_and_every_click_does_it(server, system):
             shown = driver.execute_script(theme)
             other = "light" if shown == "dark" else "dark"
             name = f"Switch to the {other} theme"
-            assert button.get_attribute("aria-label") == name, (
-                f"click {click + 1}: {shown} on screen, the button says {button.get_attribute('aria-label')!r}")
+            said = button.get_attribute("aria-label")
+            assert said == name, f"click {click + 1}: {shown} on screen, the button says {said!r}"
             assert button.get_attribute("title") == name
             button.click()
             assert driver.execute_script(theme) == other, (
