@@ -157,7 +157,20 @@ def measure(site: Path, pages: list[str], runs: int = 1, compress: bool = True,
     results = {}
     with serve(site, compress) as base:
         for page in pages:
-            results[page] = median_run([audit(binary, f"{base}/{page}", reports) for _ in range(runs)])
+            done, errors = [], []
+            for _ in range(runs + 2):  # a run Lighthouse gives up on (a busy machine) is tried again
+                if len(done) == runs:
+                    break
+                try:
+                    done.append(audit(binary, f"{base}/{page}", reports))
+                except (subprocess.CalledProcessError, subprocess.TimeoutExpired, KeyError) as error:
+                    errors.append(f"{type(error).__name__}: {error}"[:300])
+            if not done:
+                results[page] = {"error": errors[-1]}
+                print(f"{page}: Lighthouse failed: {errors[-1]}", flush=True)
+                continue
+            results[page] = median_run(done)
+            results[page]["failed_runs"] = len(errors)
             print(summary(page, results[page]), flush=True)
     return results
 
