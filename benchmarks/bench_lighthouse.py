@@ -9,6 +9,8 @@ The scores depend on the machine's load (Lighthouse's CPU slowdown multiplies wh
 page gets), so the record carries the load average before and after; ``make test`` asserts
 nothing about them. Without Lighthouse, Chromium or a built site (``make book``) the record
 says that it did not run, and why, and ``run_all.py`` keeps the last one.
+``LIGHTHOUSE_RUNS=1 make bench ONLY=lighthouse`` audits each page once (the record says how
+many runs its medians are of).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import lighthouse
 
 from _timing import machine
 
-RUNS = 3
+RUNS = int(os.environ.get("LIGHTHOUSE_RUNS", 3))  # fewer on a machine with no time for three
 SITE = lighthouse.ROOT / "_build" / "html"
 TARGET = 95  # the book's goal for every page, mobile performance
 
