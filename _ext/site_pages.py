@@ -324,10 +324,11 @@ def accessible(output: str) -> str:
 
 # A page whose article holds more elements than this renders its sections below the screen
 # lazily (book.css, "ac-lazy-sections"): chapter 8 (14,500 elements, typeset equations and
-# highlighted code) and the API page; the next chapters hold about 8,000 and reach 95 on a
-# phone without it. Only where needed: a section not yet rendered is a 900 px box whatever it
-# holds, and tools that read the geometry of what is not rendered (Lighthouse's contrast
-# audit) measure its text on the wrong background.
+# highlighted code) and the API page; the other chapters hold 3,300 to 8,400. Not every page:
+# a section not yet rendered is a 900 px box whatever it holds, and tools that read the
+# geometry of what is not rendered (Lighthouse's contrast audit, axe-core) measured its text
+# on a neighbour's background. The price, measured (issue 46): a lighter chapter lays out
+# all of itself at load, and its Lighthouse performance on a phone drops by several points.
 LAZY_ELEMENTS = 10_000
 ARTICLE = re.compile(r'<article class="bd-article">(.*?)</article>', re.S)
 LAZY_CLASS = "ac-lazy-sections"
