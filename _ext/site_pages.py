@@ -14,9 +14,10 @@
   search index and its code are loaded by the search page only.
 * ``index.html`` is the landing page itself (jupyter-book writes a bare redirect), and
   ``favicon.ico`` exists, since browsers ask for it whatever the page links.
-* The theme's loop that makes scrollable boxes keyboard stops skips boxes in sections the
-  browser has not rendered yet (``book.css`` renders sections below the screen lazily) and
-  runs again when one is rendered (``lazy_tab_stops``).
+* A page of more than ``LAZY_ELEMENTS`` elements (chapter 8, the API page) has its article
+  marked ``ac-lazy-sections``: ``book.css`` renders its sections below the screen lazily.
+  The theme's loop that makes scrollable boxes keyboard stops skips boxes in sections the
+  browser has not rendered yet and runs again when one is rendered (``lazy_tab_stops``).
 * A display equation is a box that scrolls sideways when it is wider than the column (a
   phone): it is a keyboard stop (``tabindex="0"``, ``role="group"``, an ``aria-label``), so a
   reader without a pointer can scroll it too.
@@ -304,16 +305,47 @@ def defer_scripts(output: str) -> str:
 # "Toggle hidden content" while it shows "Show code cell source": its content names it.
 SEARCH_BUTTON_LABEL = re.compile(r'(<button class="[^"]*search-button-field[^"]*"[^>]*?) aria-label="Search"')
 CITATION_LIST_ROLE = '<div role="list" class="citation-list">'
+# The theme button (its script: theme_toggle) says what a click does, in a native tooltip
+# that follows it; the Bootstrap one kept the build's text, and the icons' own titles
+# ("Light", "System Settings") named the state instead of the action.
+THEME_BUTTON = re.compile(r'(<button class="[^"]*theme-switch-button[^"]*") aria-label="Color mode" '
+                          r'data-bs-title="Color mode"\s+data-bs-placement="bottom"'
+                          r' data-bs-toggle="tooltip">')
+THEME_ICON_TITLE = re.compile(r'(<i class="theme-switch [^"]*" data-mode="\w+")\s+title="[^"]*"')
 
 
 def accessible(output: str) -> str:
     output = SEARCH_BUTTON_LABEL.sub(r"\1", output)
+    output = THEME_BUTTON.sub(r'\1 aria-label="Light or dark theme" title="Light or dark theme">', output)
+    output = THEME_ICON_TITLE.sub(r'\1 aria-hidden="true"', output)
     output = output.replace('<summary aria-label="Toggle hidden content">', "<summary>")
     return output.replace(CITATION_LIST_ROLE, '<div class="citation-list">')
 
 
+# A page whose article holds more elements than this renders its sections below the screen
+# lazily (book.css, "ac-lazy-sections"): chapter 8 (14,500 elements, typeset equations and
+# highlighted code) and the API page; the other chapters hold 3,300 to 8,400. Not every page:
+# a section not yet rendered is a 900 px box whatever it holds, and tools that read the
+# geometry of what is not rendered (Lighthouse's contrast audit, axe-core) measured its text
+# on a neighbour's background. The price, measured (issue 46): a lighter chapter lays out
+# all of itself at load, and its Lighthouse performance on a phone drops by several points.
+LAZY_ELEMENTS = 10_000
+ARTICLE = re.compile(r'<article class="bd-article">(.*?)</article>', re.S)
+LAZY_CLASS = "ac-lazy-sections"
+
+
+def lazy_sections(output: str) -> str:
+    """Marks the article of a page with more than LAZY_ELEMENTS elements as lazily rendered."""
+    article = ARTICLE.search(output)
+    if not article or len(re.findall(r"<[a-zA-Z]", article[1])) <= LAZY_ELEMENTS:
+        return output
+    return (output[:article.start()] + f'<article class="bd-article {LAZY_CLASS}">'
+            + output[article.start(1):])
+
+
 def postprocess(app, pagename: str, output: str) -> str:
     output = typeset(output, pagename)
+    output = lazy_sections(output)
     output = accessible(output)
     output = size_images(app, output)
     output = FONTAWESOME_JS.sub("", output)
@@ -470,10 +502,42 @@ def lazy_tab_stops(out: Path) -> None:
     script.write_text(text, encoding="utf-8")
 
 
+# The theme button cycled auto -> dark -> light -> auto (system dark: auto -> light -> dark),
+# so one click in three changed nothing on screen ("light" to "auto" on a light system), and
+# its name, "Color mode", did not say what a click would do. The patched button switches to
+# the other theme on every click (the reader's system decides until the first click:
+# default_mode auto), and its name and tooltip say which: "Switch to the dark theme".
+THEME_CYCLE = ('function f(){const e=document.documentElement.dataset.defaultMode||"auto",'
+               't=localStorage.getItem("mode")||e;var n,o;p(((o=(n=m.matches?["auto","light","dark"]'
+               ':["auto","dark","light"]).indexOf(t)+1)===n.length&&(o=0),n[o]))}')
+THEME_TOGGLE = 'function f(){p("dark"===document.documentElement.dataset.theme?"light":"dark")}'
+THEME_SET = 'localStorage.setItem("theme",n),'
+THEME_SET_NAMED = ('localStorage.setItem("theme",n),document.querySelectorAll(".theme-switch-button")'
+                   '.forEach(b=>{const w=`Switch to the ${"dark"===n?"light":"dark"} theme`;'
+                   'b.setAttribute("aria-label",w),b.setAttribute("title",w)}),')
+
+
+def theme_toggle(out: Path) -> None:
+    script = out / THEME_SCRIPT
+    if not script.is_file():
+        return
+    text = script.read_text(encoding="utf-8")
+    if THEME_TOGGLE in text:
+        return
+    if text.count(THEME_CYCLE) != 1 or text.count(THEME_SET) != 1:
+        logger.warning(f"{THEME_SCRIPT}: the theme button's cycle changed; left as it is "
+                       "(site_pages.theme_toggle)", type="site_pages")
+        return
+    script.chmod(script.stat().st_mode | 0o200)
+    text = text.replace(THEME_CYCLE, THEME_TOGGLE).replace(THEME_SET, THEME_SET_NAMED)
+    script.write_text(text, encoding="utf-8")
+
+
 def on_build_finished_publish(app, exception):
     if exception is not None or app.builder.format != "html":
         return
     lazy_tab_stops(Path(app.outdir))
+    theme_toggle(Path(app.outdir))
     remove_unused(Path(app.outdir))
     readable_by_all(Path(app.outdir))
 

@@ -1,8 +1,10 @@
 """Lighthouse scores of the built website, served locally, with the system Chromium.
 
-    python benchmarks/lighthouse.py [--site _build/html] [--out scores.json] [PAGE ...]
+    python benchmarks/lighthouse.py [--site _build/html] [--out scores.json] [--all | PAGE ...]
 
-PAGE defaults to index.html, chapters/02_scaling.html and chapters/08_sparse_linear.html.
+PAGE defaults to index.html, chapters/02_scaling.html and chapters/08_sparse_linear.html;
+``--all`` audits every page of the site. ``make bench`` records every page, mobile, gzip,
+the median of three runs (``bench_lighthouse.py``).
 Mobile preset (Lighthouse's default: emulated phone, simulated slow 4G, 4x CPU slowdown),
 headless Chromium, nothing outside 127.0.0.1 reached. Prints the four category scores and
 the metrics behind Performance for each page; ``--out`` writes them as JSON. The default
@@ -16,6 +18,7 @@ by a few points from run to run on a busy machine; ``--runs N`` keeps each page'
 """
 
 import argparse
+import contextlib
 import functools
 import gzip
 import http.server
@@ -68,13 +71,44 @@ class QuietServer(http.server.ThreadingHTTPServer):
         pass  # Chromium closes connections it no longer needs: not an error of the site
 
 
-def lighthouse_binary() -> str:
+def find_lighthouse() -> str | None:
+    """The Lighthouse command: $LIGHTHOUSE, ``lighthouse`` on the PATH, or None."""
     for candidate in (os.environ.get("LIGHTHOUSE"), shutil.which("lighthouse"),
-                      "/tmp/site/lh/node_modules/.bin/lighthouse"):
+                      "/tmp/lh/node_modules/.bin/lighthouse", "/tmp/site/lh/node_modules/.bin/lighthouse"):
         if candidate and Path(candidate).exists():
             return candidate
-    sys.exit("Lighthouse not found: npm install --prefix /tmp/lh lighthouse; "
-             "LIGHTHOUSE=/tmp/lh/node_modules/.bin/lighthouse")
+    return None
+
+
+def find_chrome() -> str | None:
+    chrome = os.environ.get("CHROME_PATH", "/usr/bin/chromium")
+    return chrome if Path(chrome).exists() else None
+
+
+def lighthouse_binary() -> str:
+    binary = find_lighthouse()
+    if binary is None:
+        sys.exit("Lighthouse not found: npm install --prefix /tmp/lh lighthouse; "
+                 "LIGHTHOUSE=/tmp/lh/node_modules/.bin/lighthouse")
+    return binary
+
+
+def site_pages(site: Path) -> list[str]:
+    """Every page of a built site (its HTML files outside _static and _sources)."""
+    return sorted(p.relative_to(site).as_posix() for p in site.rglob("*.html")
+                  if not p.relative_to(site).parts[0].startswith("_"))
+
+
+@contextlib.contextmanager
+def serve(site: Path, compress: bool):
+    """The site on 127.0.0.1, gzip-compressed or not; yields its base URL."""
+    handler = GzipHandler if compress else QuietHandler
+    httpd = QuietServer(("127.0.0.1", 0), functools.partial(handler, directory=str(site)))
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
 
 
 def audit(binary: str, url: str, keep: Path | None = None) -> dict:
@@ -106,36 +140,54 @@ def median_run(runs: list[dict]) -> dict:
     return best
 
 
+def summary(page: str, result: dict) -> str:
+    m = result["metrics"]
+    fcp, lcp = m["first-contentful-paint"] / 1000, m["largest-contentful-paint"] / 1000
+    failed = result["failed_audits"]
+    return (f"{page}: " + " ".join(f"{c}={s}" for c, s in result["scores"].items())
+            + f" | FCP {fcp:.1f}s LCP {lcp:.1f}s"
+            f" TBT {m['total-blocking-time']:.0f}ms CLS {m['cumulative-layout-shift']:.3f}"
+            + (f" | below 100: {', '.join(failed)}" if failed else ""))
+
+
+def measure(site: Path, pages: list[str], runs: int = 1, compress: bool = True,
+            reports: Path | None = None, binary: str | None = None) -> dict:
+    """Each page's median run of ``runs`` (by performance score), printed as it comes."""
+    binary = binary or lighthouse_binary()
+    results = {}
+    with serve(site, compress) as base:
+        for page in pages:
+            done, errors = [], []
+            for _ in range(runs + 2):  # a run Lighthouse gives up on (a busy machine) is tried again
+                if len(done) == runs:
+                    break
+                try:
+                    done.append(audit(binary, f"{base}/{page}", reports))
+                except (subprocess.CalledProcessError, subprocess.TimeoutExpired, KeyError) as error:
+                    errors.append(f"{type(error).__name__}: {error}"[:300])
+            if not done:
+                results[page] = {"error": errors[-1]}
+                print(f"{page}: Lighthouse failed: {errors[-1]}", flush=True)
+                continue
+            results[page] = median_run(done)
+            results[page]["failed_runs"] = len(errors)
+            print(summary(page, results[page]), flush=True)
+    return results
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("pages", nargs="*", default=PAGES)
     parser.add_argument("--site", type=Path, default=ROOT / "_build" / "html")
+    parser.add_argument("--all", action="store_true", help="every page of the site (as make bench does)")
     parser.add_argument("--out", type=Path)
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--gzip", action="store_true",
                         help="serve text gzip-compressed, as a real host does (default: plain http.server)")
     parser.add_argument("--reports", type=Path, help="keep each full Lighthouse JSON report here")
     args = parser.parse_args()
-    binary = lighthouse_binary()
-    handler = GzipHandler if args.gzip else QuietHandler
-    httpd = QuietServer(("127.0.0.1", 0), functools.partial(handler, directory=str(args.site)))
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    base = f"http://127.0.0.1:{httpd.server_address[1]}"
-    results = {}
-    try:
-        for page in args.pages:
-            result = median_run([audit(binary, f"{base}/{page}", args.reports) for _ in range(args.runs)])
-            results[page] = result
-            m = result["metrics"]
-            fcp, lcp = m["first-contentful-paint"] / 1000, m["largest-contentful-paint"] / 1000
-            failed = result["failed_audits"]
-            print(f"{page}: " + " ".join(f"{c}={s}" for c, s in result["scores"].items())
-                  + f" | FCP {fcp:.1f}s LCP {lcp:.1f}s"
-                  f" TBT {m['total-blocking-time']:.0f}ms CLS {m['cumulative-layout-shift']:.3f}"
-                  + (f" | below 100: {', '.join(failed)}" if failed else ""),
-                  flush=True)
-    finally:
-        httpd.shutdown()
+    pages = site_pages(args.site) if args.all else args.pages
+    results = measure(args.site, pages, args.runs, args.gzip, args.reports)
     if args.out:
         args.out.write_text(json.dumps(results, indent=1) + "\n")
 

@@ -13,6 +13,7 @@ import bench_chapters
 import bench_efficient
 import bench_explorer
 import bench_flash
+import bench_lighthouse
 import bench_modern
 import bench_sdpa
 import bench_smollm
@@ -24,7 +25,7 @@ BENCHMARKS = {"sdpa": bench_sdpa, "flash": bench_flash, "explorer": bench_explor
               "efficient": bench_efficient, "modern": bench_modern, "build": bench_build,
               "triton": bench_triton, "web_model": bench_web_model, "web_llm": bench_web_llm,
               "chapters": bench_chapters,
-              "smollm": bench_smollm}
+              "smollm": bench_smollm, "lighthouse": bench_lighthouse}
 RESULTS = Path(__file__).with_name("results.json")
 
 chosen = sys.argv[1:] or list(BENCHMARKS)
@@ -38,7 +39,8 @@ for name in chosen:
     result = BENCHMARKS[name].run()
     result["measured_on"] = datetime.date.today().isoformat()
     if result.get("ran") is False and previous.get(name, {}).get("ran"):
-        # a benchmark that needs hardware this machine lacks (triton: a GPU) keeps its last record
+        # a benchmark that needs what this machine lacks (triton: a GPU; lighthouse: Lighthouse
+        # or a built site) keeps its last record
         print(f"  did not run here ({result['reason']}); kept the record of {previous[name]['measured_on']}")
         result = previous[name]
     results[name] = result

@@ -2,7 +2,8 @@
 pages load without console errors or outside requests, math is typeset, images load,
 and explorer controls change the figure.
 
-Every built page is also read at a desktop width (1280 px) and a phone width (390 px):
+Every built page is also read at a desktop width (1280 px) and on a phone (390 x 844 CSS px,
+emulated: conftest.emulate_phone):
 explorer frames and multi-panel figures keep their text at 9 CSS px or more (a figure of
 panels side by side shows its narrow, stacked rendering on the phone; a one-panel figure
 drawn once keeps 7 px there), no progress-bar text, no text output
@@ -11,11 +12,10 @@ or display equation wider than its box without a way to scroll it, every slider'
 description and a plain-text title. Screenshots of every page at both widths land in
 _build/screenshots/ (``<page>_1280.png``, ``<page>_390.png``).
 
-Chromium's headless window is at least 500 px wide, so those 390 px readers see 485 px; an
-emulated 390 x 844 touch-screen phone (issue 46) checks that no page is wider than the
-screen and that a tap on every explorer slider's track moves it. In dark mode, explorers
+The phone (issue 46) also checks that no page is wider than the screen and that a tap on
+every explorer slider's track moves it. In dark mode, explorers
 sit on the dark page in text of 4.5:1 contrast or more, their figures undimmed on a white
-card; the theme button's first click shows the other theme."""
+card; the theme button says what a click does, and every click shows the other theme."""
 
 import contextlib
 import functools
@@ -26,7 +26,7 @@ import time
 
 import pytest
 
-from conftest import BROWSER_OWN_URLS, CHAPTERS, ROOT, chromium, need_chromium
+from conftest import BROWSER_OWN_URLS, CHAPTERS, PHONE, ROOT, chromium, emulate_phone, need_chromium
 
 need_chromium()
 
@@ -48,7 +48,7 @@ BUILT = sorted({str(p.relative_to(SITE).with_suffix("")) for p in SITE.rglob("*.
 WIDTHS = {"desktop": 1280, "phone": 390}
 MIN_TEXT_PX = 9
 SINGLE_PHONE_MIN_TEXT_PX = 7  # a one-panel figure with no narrow rendering, on a phone
-PHONE_SCREEN_PX = 844  # the height of a 390 px wide phone's screen (iPhone 12 to 14)
+PHONE_SCREEN_PX = PHONE["height"]  # a 390 px wide phone's screen (iPhone 12 to 14)
 
 
 class QuietHandler(http.server.SimpleHTTPRequestHandler):
@@ -152,10 +152,16 @@ def test_explorer_controls_change_the_figure(server, browser, chapter):
 # ---------------------------------------------------------------- reading at two widths
 @pytest.fixture(scope="module", params=list(WIDTHS))
 def reader(request):
-    """A browser at a desktop width and one at a phone width."""
+    """A browser at a desktop width and an emulated phone (a headless window is at least
+    500 px wide: a 390 px window would show 485 px)."""
     width = WIDTHS[request.param]
-    with chromium(window=f"{width},900" if width > 500 else f"{width},844") as driver:
-        yield width, driver
+    if width == PHONE["width"]:
+        with chromium(window=f"500,{PHONE_SCREEN_PX}") as driver:
+            emulate_phone(driver)
+            yield width, driver
+    else:
+        with chromium(window=f"{width},900") as driver:
+            yield width, driver
 
 
 MEASURE = r"""
@@ -288,10 +294,16 @@ def measure(server, reader, name) -> dict:
         assert "error" not in result, result
         SHOTS.mkdir(parents=True, exist_ok=True)
         height = driver.execute_script("return document.documentElement.scrollHeight")
-        driver.set_window_size(width, min(height + 100, 16000))
+        if width == PHONE["width"]:  # the whole page on one phone screen, at 1 px a CSS px
+            emulate_phone(driver, height=min(height + 100, 16000), scale=1)
+        else:
+            driver.set_window_size(width, min(height + 100, 16000))
         time.sleep(0.2)
         driver.save_screenshot(str(SHOTS / f"{name.replace('/', '_')}_{width}.png"))
-        driver.set_window_size(width, 900 if width > 500 else 844)
+        if width == PHONE["width"]:
+            emulate_phone(driver)
+        else:
+            driver.set_window_size(width, 900)
         _measured[key] = result
     return _measured[key]
 
@@ -370,10 +382,8 @@ def test_slider_valuetext_matches_readout(server, reader, name):
 
 
 # ---------------------------------------------------------------- a phone, emulated exactly
-# Chromium's headless window is at least 500 px wide: a --window-size of 390 gives a 485 px
-# viewport. Device emulation gives the phone's 390 x 844 CSS px, a touch screen, and a
-# layout viewport that grows (and the page zooms out) when something is wider than the screen.
-PHONE = {"width": 390, "height": PHONE_SCREEN_PX, "deviceScaleFactor": 2, "mobile": True}
+# conftest.emulate_phone: the phone's 390 x 844 CSS px, a touch screen, and a layout viewport
+# that grows (and the page zooms out) when something is wider than the screen.
 RENDER_ALL = ("const s = document.createElement('style');"
               "s.textContent = 'article.bd-article section { content-visibility: visible !important }';"
               "document.head.append(s);")
@@ -393,8 +403,7 @@ def phone():
     """Chromium emulating a 390 x 844 phone with a touch screen."""
     with chromium(window=f"500,{PHONE_SCREEN_PX}",
                   capabilities={"goog:loggingPrefs": {"browser": "ALL", "performance": "ALL"}}) as driver:
-        driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", PHONE)
-        driver.execute_cdp_cmd("Emulation.setTouchEmulationEnabled", {"enabled": True, "maxTouchPoints": 5})
+        emulate_phone(driver)
         yield driver
 
 
@@ -514,22 +523,36 @@ def test_dark_mode_explorers_belong_to_the_page(server, browser, chapter):
 
 
 @pytest.mark.parametrize("system", ["light", "dark"])
-def test_theme_button_first_click_shows_the_other_theme(server, system):
-    """Issue 46: a first visit follows the reader's system, and the theme button's first click
-    shows the other theme (it used to go from "light" to "auto", which looks the same)."""
+def test_theme_button_says_what_it_does_and_every_click_does_it(server, system):
+    """Issue 46: a first visit follows the reader's system; the theme button is named for what
+    a click does ("Switch to the dark theme", its name and its tooltip) and every click shows
+    the other theme (the theme's cycle of light, dark and auto had one click in three change
+    nothing on screen: light to auto on a light system); the choice holds on the next page."""
+    theme = "return document.documentElement.dataset.theme"
     with chromium() as driver:
         driver.execute_cdp_cmd("Emulation.setEmulatedMedia",
                                {"features": [{"name": "prefers-color-scheme", "value": system}]})
         driver.get(f"{server}/chapters/01_attention_basics.html")
         WebDriverWait(driver, 30).until(
             lambda d: d.execute_script("return document.readyState") == "complete")
-        before = driver.execute_script("return document.documentElement.dataset.theme")
-        assert before == system
-        buttons = driver.find_elements(By.CSS_SELECTOR, ".theme-switch-button")
-        button = next(b for b in buttons if b.is_displayed())
-        button.click()
-        after = driver.execute_script("return document.documentElement.dataset.theme")
-        assert after != before, f"the first click left the {before} theme on screen"
+        assert driver.execute_script(theme) == system
+        button = next(b for b in driver.find_elements(By.CSS_SELECTOR, ".theme-switch-button")
+                      if b.is_displayed())
+        for click in range(4):
+            shown = driver.execute_script(theme)
+            other = "light" if shown == "dark" else "dark"
+            name = f"Switch to the {other} theme"
+            said = button.get_attribute("aria-label")
+            assert said == name, f"click {click + 1}: {shown} on screen, the button says {said!r}"
+            assert button.get_attribute("title") == name
+            button.click()
+            assert driver.execute_script(theme) == other, (
+                f"click {click + 1} left the {shown} theme on screen")
+        driver.get(f"{server}/chapters/02_scaling.html")
+        WebDriverWait(driver, 30).until(
+            lambda d: d.execute_script("return document.readyState") == "complete")
+        assert driver.execute_script(theme) == system  # four clicks: back where it started
+        assert driver.execute_script("return localStorage.getItem('mode')") == system
 
 
 def test_scrolling_boxes_in_lazily_rendered_sections_become_keyboard_stops(server, phone):

@@ -20,7 +20,7 @@ from urllib.parse import urlparse
 import pytest
 import yaml
 
-from conftest import CHAPTERS, ROOT, chromium, need_chromium
+from conftest import CHAPTERS, ROOT, chromium, emulate_phone, need_chromium
 
 sys.path.insert(0, str(ROOT / "_ext"))
 import explorer_frames
@@ -282,7 +282,8 @@ def test_a_phone_reader_scrolls_equations_with_the_keyboard_and_sees_code_scroll
     from selenium.webdriver.support.ui import WebDriverWait
 
     scrolled = shadowed = False
-    with chromium(window="390,844") as driver:
+    with chromium(window="500,844") as driver:
+        emulate_phone(driver)  # a 390 x 844 phone: a headless window of 390 px shows 485 px
         for chapter in CHAPTERS:  # until both are seen: display_equations_are_keyboard_stops checks all
             if scrolled and shadowed:
                 break

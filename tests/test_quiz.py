@@ -245,11 +245,15 @@ def test_chromium_answers_right_and_wrong(quiz_page, width):
     from selenium.webdriver.common.keys import Keys
     from selenium.webdriver.support.ui import WebDriverWait
 
-    from conftest import chromium
+    from conftest import PHONE, chromium, emulate_phone
 
     shots = ROOT / "_build" / "screenshots"
     shots.mkdir(parents=True, exist_ok=True)
-    with chromium(window=f"{width},900", capabilities={"goog:loggingPrefs": {"browser": "ALL"}}) as driver:
+    phone = width == PHONE["width"]  # emulated: a headless window of 390 px shows 485 px
+    with chromium(window="500,900" if phone else f"{width},900",
+                  capabilities={"goog:loggingPrefs": {"browser": "ALL"}}) as driver:
+        if phone:
+            emulate_phone(driver)
         driver.get(quiz_page)
         WebDriverWait(driver, 30).until(
             lambda d: d.execute_script("return document.readyState") == "complete")

@@ -3,6 +3,7 @@
 import json
 import re
 import subprocess
+import sys
 
 import pytest
 import yaml
@@ -254,3 +255,51 @@ def test_headings_do_not_skip_levels(site, chapter):
     assert levels and levels[0] == 1
     for before, after in zip(levels, levels[1:]):
         assert after <= before + 1, f"{chapter}: heading h{before} followed by h{after}"
+
+
+def test_only_heavy_pages_render_their_sections_lazily(site):
+    """Issue 46: a page of more than site_pages.LAZY_ELEMENTS elements (chapter 8) renders its
+    sections below the screen lazily; a lighter one (chapter 13) does not, since a section not
+    yet rendered is a 900 px box whatever it holds and Lighthouse's contrast audit read its
+    text on a neighbour's background."""
+    sys.path.insert(0, str(ROOT / "_ext"))
+    from site_pages import ARTICLE, LAZY_CLASS, LAZY_ELEMENTS
+
+    lazy = {}
+    for path in site.rglob("*.html"):
+        text = path.read_text()
+        article = re.search(r'<article class="bd-article( [^"]*)?">(.*?)</article>', text, re.S)
+        if article:
+            heavy = len(re.findall(r"<[a-zA-Z]", article[2])) > LAZY_ELEMENTS
+            lazy[path.relative_to(site).as_posix()] = LAZY_CLASS in (article[1] or "")
+            assert lazy[path.relative_to(site).as_posix()] == heavy, path
+    assert lazy["chapters/08_sparse_linear.html"] and not lazy["chapters/13_pretrained_model.html"]
+    assert ARTICLE.pattern.startswith('<article class="bd-article">')
+
+
+def test_performance_page_has_the_lighthouse_table(site):
+    """Issue 46: the performance page prints every page's Lighthouse scores from
+    results.json, or why Lighthouse did not run."""
+    record = json.loads((ROOT / "benchmarks" / "results.json").read_text()).get("lighthouse")
+    text = page(site, "performance").get_text()
+    assert "Lighthouse on a phone" in text
+    if record is None or not record["ran"]:
+        assert "Lighthouse did not run" in text
+    else:
+        for name in record["pages"]:
+            assert name.removeprefix("chapters/").removesuffix(".html") in text, name
+
+
+def test_the_lighthouse_benchmark_says_why_it_did_not_run(tmp_path, monkeypatch):
+    """make bench without Lighthouse or a built site records that it did not run, and why
+    (run_all.py then keeps the last record)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import bench_lighthouse
+    import lighthouse
+
+    record = bench_lighthouse.run(site=tmp_path)
+    if lighthouse.find_lighthouse() and lighthouse.find_chrome():
+        assert record["ran"] is False and "make book" in record["reason"]
+    monkeypatch.setattr(lighthouse, "find_lighthouse", lambda: None)
+    record = bench_lighthouse.run(site=tmp_path)
+    assert record["ran"] is False and "Lighthouse is not installed" in record["reason"]
