@@ -486,20 +486,28 @@ TAB_STOPS_EVENTS_LAZY = ('window.addEventListener("resize",t),'
                          'new MutationObserver(t)')
 
 
-def lazy_tab_stops(out: Path) -> None:
+def patch_theme_script(out: Path, replacements: dict[str, str], what: str) -> None:
+    """Replace, in the theme's script copied to ``out``, each key of ``replacements`` (found
+    exactly once) by its value; a warning (an error under ``-W``) names ``what`` changed if
+    the theme's code no longer matches. Run twice, it leaves the patched script alone."""
     script = out / THEME_SCRIPT
     if not script.is_file():
         return
     text = script.read_text(encoding="utf-8")
-    if TAB_STOPS_LAZY in text:
+    if all(new in text for new in replacements.values()):
         return
-    if text.count(TAB_STOPS) != 1 or text.count(TAB_STOPS_EVENTS) != 1:
-        logger.warning(f"{THEME_SCRIPT}: the theme's tab-stop loop changed; left as it is "
-                       "(site_pages.lazy_tab_stops)", type="site_pages")
+    if any(text.count(old) != 1 for old in replacements):
+        logger.warning(f"{THEME_SCRIPT}: {what} changed; left as it is (site_pages)", type="site_pages")
         return
     script.chmod(script.stat().st_mode | 0o200)  # copied from the theme's package: maybe read-only
-    text = text.replace(TAB_STOPS, TAB_STOPS_LAZY).replace(TAB_STOPS_EVENTS, TAB_STOPS_EVENTS_LAZY)
+    for old, new in replacements.items():
+        text = text.replace(old, new)
     script.write_text(text, encoding="utf-8")
+
+
+def lazy_tab_stops(out: Path) -> None:
+    patch_theme_script(out, {TAB_STOPS: TAB_STOPS_LAZY, TAB_STOPS_EVENTS: TAB_STOPS_EVENTS_LAZY},
+                       "the theme's tab-stop loop")
 
 
 # The theme button cycled auto -> dark -> light -> auto (system dark: auto -> light -> dark),
@@ -518,19 +526,8 @@ THEME_SET_NAMED = ('localStorage.setItem("theme",n),document.querySelectorAll(".
 
 
 def theme_toggle(out: Path) -> None:
-    script = out / THEME_SCRIPT
-    if not script.is_file():
-        return
-    text = script.read_text(encoding="utf-8")
-    if THEME_TOGGLE in text:
-        return
-    if text.count(THEME_CYCLE) != 1 or text.count(THEME_SET) != 1:
-        logger.warning(f"{THEME_SCRIPT}: the theme button's cycle changed; left as it is "
-                       "(site_pages.theme_toggle)", type="site_pages")
-        return
-    script.chmod(script.stat().st_mode | 0o200)
-    text = text.replace(THEME_CYCLE, THEME_TOGGLE).replace(THEME_SET, THEME_SET_NAMED)
-    script.write_text(text, encoding="utf-8")
+    patch_theme_script(out, {THEME_CYCLE: THEME_TOGGLE, THEME_SET: THEME_SET_NAMED},
+                       "the theme button's cycle")
 
 
 def on_build_finished_publish(app, exception):
