@@ -77,11 +77,11 @@ def close(dtype, what, got, expected):
     assert_close(got, expected.to(got.dtype), atol=atol, rtol=rtol, msg=lambda m: f"{what} {dtype}: {m}")
 
 
-def check_forward(B, H, Hkv, L, S, E, Ev, dtype, is_causal, block_m, block_n, seed=0) -> dict:
+def check_forward(B, H, Hkv, L, S, E, Ev, dtype, is_causal, block_q, block_k, seed=0) -> dict:
     """Assert the kernel's output and log-sum-exp equal PyTorch's; return the largest
     errors, ``{"output": ..., "lse": ...}``."""
     q, k, v = make_qkv((B, H), L, S, E, Ev, kv_batch=(B, Hkv), dtype=dtype, device=DEVICE, seed=seed)
-    out, lse = tf.triton_attention_lse(q, k, v, is_causal=is_causal, block_m=block_m, block_n=block_n)
+    out, lse = tf.triton_attention_lse(q, k, v, is_causal=is_causal, block_q=block_q, block_k=block_k)
     assert out.shape == (B, H, L, Ev) and out.dtype == dtype and lse.shape == (B, H, L)
     qf, kf, vf = q.float(), expand_kv(k.float(), H), expand_kv(v.float(), H)
     # PyTorch's own attention on the same (rounded) inputs, in float32; the lower-right
@@ -151,7 +151,7 @@ def test_non_contiguous_inputs(qkv):
     q, k, v = (x.transpose(1, 2).contiguous().transpose(1, 2)
                for x in qkv((2, 2), 24, E=32, dtype=torch.float32, device=DEVICE, seed=0))
     assert not q.is_contiguous()
-    out, _ = tf.triton_attention(q, k, v, block_m=16, block_n=16)
+    out, _ = tf.triton_attention(q, k, v, block_q=16, block_k=16)
     assert_close(out, F.scaled_dot_product_attention(q, k, v), atol=1e-5, rtol=1e-5)
 
 
@@ -172,7 +172,7 @@ def check_gradients(dtype, is_causal, L, S) -> dict:
                        requires_grad=True)
     g = torch.Generator().manual_seed(6)
     weight = torch.randn(1, H, L, 48, generator=g).to(DEVICE, dtype).float()  # dLoss/dout
-    out, _ = tf.triton_attention_lse(q, k, v, is_causal=is_causal, block_m=16, block_n=32)
+    out, _ = tf.triton_attention_lse(q, k, v, is_causal=is_causal, block_q=16, block_k=32)
     (out.float() * weight).sum().backward()
     ref = [x.detach().float().requires_grad_() for x in (q, k, v)]
     expected, _ = ac.scaled_dot_product_attention(ref[0], expand_kv(ref[1], H), expand_kv(ref[2], H),
@@ -215,10 +215,10 @@ def test_a_custom_update_is_used(qkv):
     """``update`` swaps the tile step (chapter 11's exercise): the default passed explicitly
     gives the same output; a step that forgets to rescale gives a different one."""
     q, k, v = qkv((1, 1), 16, 64, 16, dtype=torch.float32, device=DEVICE, seed=0)
-    out, _ = tf.triton_attention_lse(q, k, v, block_m=16, block_n=16)
-    same, _ = tf.triton_attention_lse(q, k, v, block_m=16, block_n=16, update=tf.tile_update)
+    out, _ = tf.triton_attention_lse(q, k, v, block_q=16, block_k=16)
+    same, _ = tf.triton_attention_lse(q, k, v, block_q=16, block_k=16, update=tf.tile_update)
     assert torch.equal(out, same)
-    wrong, _ = tf.triton_attention_lse(q, k, v, block_m=16, block_n=16, update=no_rescale)
+    wrong, _ = tf.triton_attention_lse(q, k, v, block_q=16, block_k=16, update=no_rescale)
     assert not torch.allclose(wrong, out, atol=1e-3)
 
 
@@ -292,8 +292,8 @@ def test_registered_under_the_kernel_contract(qkv):
     ({"attn_mask": torch.ones(4, 4, dtype=torch.bool)}, ValueError, "attn_mask"),
     ({"is_causal": 1}, TypeError, "is_causal"),
     ({"scale": -1.0}, ValueError, "scale"),
-    ({"block_m": 24}, ValueError, "block_m"),
-    ({"block_n": 8}, ValueError, "block_n"),
+    ({"block_q": 24}, ValueError, "block_q"),
+    ({"block_k": 8}, ValueError, "block_k"),
 ])
 def test_bad_options_are_named(kwargs, error, names, qkv):
     q, k, v = qkv((1, 1), 4, E=16, dtype=torch.float32, device=DEVICE, seed=0)

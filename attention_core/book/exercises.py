@@ -731,7 +731,7 @@ def check_triton_tile_update(student) -> Feedback:
     q, k, v = (torch.randn(1, 2, n, 32, generator=torch.Generator().manual_seed(5)) for n in (40, 70, 70))
     q, k, v = q.to(device), k.to(device), v.to(device)
     try:  # the whole kernel calls the reader's step on tiles of 16 x 32, not 16 x 16
-        out, _ = triton_flash.triton_attention_lse(q, k, v, is_causal=True, block_m=16, block_n=32,
+        out, _ = triton_flash.triton_attention_lse(q, k, v, is_causal=True, block_q=16, block_k=32,
                                                    update=student)
     except Exception as error:
         return Feedback(False, "Each tile step is right, but the whole kernel (40 queries, 70 keys, causal, "

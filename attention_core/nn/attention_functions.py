@@ -64,12 +64,12 @@ def _eager_attention(query, key, value, attn_mask=None, is_causal=False, scale=N
 
 
 def _triton_attention(query, key, value, attn_mask=None, is_causal=False, scale=None,
-                     block_m=None, block_n=None) -> tuple:
+                     block_q=None, block_k=None) -> tuple:
     """:func:`attention_core.nn.triton_flash.triton_attention`, the Triton kernel of chapter 11,
     imported on the first call: Triton is an optional dependency (the ``gpu`` extra) and
     importing it takes seconds, so ``import attention_core`` never does."""
     kernel = importlib.import_module(".triton_flash", __package__).triton_attention
-    return kernel(query, key, value, attn_mask, is_causal, scale, block_m, block_n)
+    return kernel(query, key, value, attn_mask, is_causal, scale, block_q, block_k)
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -169,7 +169,7 @@ is_causal=False, scale=None, **options) -> (output, weights or None)``.
 - ``"triton"`` (only where Triton is installed, the ``gpu`` extra): FlashAttention-2 as a
   Triton kernel (``attention_core.nn.triton_flash``, run as
   :func:`~attention_core.nn.backends.triton_mode` says); ``query (..., H, L, E)`` against
-  ``key``/``value (..., Hkv, S, E)`` with Hkv dividing H; options ``block_m``, ``block_n``;
+  ``key``/``value (..., Hkv, S, E)`` with Hkv dividing H; options ``block_q``, ``block_k``;
   takes ``is_causal`` and ``scale``, refuses ``attn_mask``; weights None.
 
 The exact kernels (``eager``, ``grouped_query``, ``flash``, ``triton``, and ``sliding_window``
@@ -178,6 +178,6 @@ others are different attentions (chapter 8).
 """
 if importlib.util.find_spec("triton") is not None:  # the `gpu` extra (Linux); not imported here
     ATTENTION_FUNCTIONS["triton"] = AttentionKernel(
-        "triton", _triton_attention, ("block_m", "block_n"), shared_kv_heads=True,
+        "triton", _triton_attention, ("block_q", "block_k"), shared_kv_heads=True,
         refuses=(("attn_mask", "it takes is_causal=True, not an arbitrary mask; "
                                "ATTENTION_FUNCTIONS['flash'] takes one"),))

@@ -114,13 +114,13 @@ def _forward_kernel(Q, K, V, O, LSE,
                     sqn, sqh, sql, sqe, skn, skh, sks, ske, svn, svh, svs, sve, son, soh, sol, soe,
                     H, L, S, E, Ev, G, qk_scale,
                     IS_CAUSAL: tl.constexpr, UPCAST: tl.constexpr, UPDATE: tl.constexpr,
-                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                    BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr,
                     BLOCK_E: tl.constexpr, BLOCK_EV: tl.constexpr):
     """One program: query tile ``program_id(0)`` of head ``program_id(1)`` (n * H + h)."""
     tile, nh = tl.program_id(0), tl.program_id(1)
     n, h = nh // H, nh % H
-    rows = tile * BLOCK_M + tl.arange(0, BLOCK_M)  # (Bq,) query positions
-    cols = tl.arange(0, BLOCK_N)  # (Bk,) key offsets within a tile
+    rows = tile * BLOCK_Q + tl.arange(0, BLOCK_Q)  # (Bq,) query positions
+    cols = tl.arange(0, BLOCK_K)  # (Bk,) key offsets within a tile
     e, ev = tl.arange(0, BLOCK_E), tl.arange(0, BLOCK_EV)
     # load the query tile once: (Bq, BE), zeros past L and past E
     q = tl.load(Q + n * sqn + h * sqh + rows[:, None] * sql + e[None, :] * sqe,
@@ -129,13 +129,13 @@ def _forward_kernel(Q, K, V, O, LSE,
     V += n * svn + (h // G) * svh
     if UPCAST:
         q = q.to(tl.float32)
-    m = tl.full([BLOCK_M], float("-inf"), tl.float32)  # running max (base 2)
-    l = tl.zeros([BLOCK_M], tl.float32)  # running sum
-    acc = tl.zeros([BLOCK_M, BLOCK_EV], tl.float32)  # running output, unnormalised
+    m = tl.full([BLOCK_Q], float("-inf"), tl.float32)  # running max (base 2)
+    l = tl.zeros([BLOCK_Q], tl.float32)  # running sum
+    acc = tl.zeros([BLOCK_Q, BLOCK_EV], tl.float32)  # running output, unnormalised
     end = S
     if IS_CAUSAL:  # query i sees keys j <= i + (S - L): stop after the last one of this tile
-        end = tl.minimum(S, (tile + 1) * BLOCK_M + S - L)
-    for start in range(0, end, BLOCK_N):
+        end = tl.minimum(S, (tile + 1) * BLOCK_Q + S - L)
+    for start in range(0, end, BLOCK_K):
         keys = start + cols  # (Bk,)
         k_t = tl.load(K + keys[None, :] * sks + e[:, None] * ske,
                       mask=(keys[None, :] < S) & (e[:, None] < E), other=0.0)  # (BE, Bk)
@@ -157,16 +157,16 @@ def _forward_kernel(Q, K, V, O, LSE,
 
 @triton.jit
 def _one_update_kernel(Q, KT, V, M, LSUM, ACC, ALLOWED, qk_scale, UPDATE: tl.constexpr,
-                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                       BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr,
                        BLOCK_E: tl.constexpr, BLOCK_EV: tl.constexpr):
     """One call of ``UPDATE`` on one tile, state read from and written back to memory."""
-    r, c = tl.arange(0, BLOCK_M), tl.arange(0, BLOCK_N)
+    r, c = tl.arange(0, BLOCK_Q), tl.arange(0, BLOCK_K)
     e, ev = tl.arange(0, BLOCK_E), tl.arange(0, BLOCK_EV)
     q = tl.load(Q + r[:, None] * BLOCK_E + e[None, :])
-    k_t = tl.load(KT + e[:, None] * BLOCK_N + c[None, :])
+    k_t = tl.load(KT + e[:, None] * BLOCK_K + c[None, :])
     v = tl.load(V + c[:, None] * BLOCK_EV + ev[None, :])
     acc = tl.load(ACC + r[:, None] * BLOCK_EV + ev[None, :])
-    allowed = tl.load(ALLOWED + r[:, None] * BLOCK_N + c[None, :]) != 0
+    allowed = tl.load(ALLOWED + r[:, None] * BLOCK_K + c[None, :]) != 0
     m, l, acc = UPDATE(q, k_t, v, tl.load(M + r), tl.load(LSUM + r), acc, allowed, qk_scale)
     tl.store(M + r, m)
     tl.store(LSUM + r, l)
@@ -188,7 +188,7 @@ def run_tile_update(update, q, k_t, v, m, l, acc, allowed, qk_scale: float):
     (Bq, E), (Bk, Ev) = q.shape, v.shape
     _one_update_kernel[(1,)](q.float().contiguous(), k_t.float().contiguous(), v.float().contiguous(),
                              m, l, acc, allowed.to(torch.int8).contiguous(), float(qk_scale),
-                             UPDATE=update, BLOCK_M=Bq, BLOCK_N=Bk, BLOCK_E=E, BLOCK_EV=Ev)
+                             UPDATE=update, BLOCK_Q=Bq, BLOCK_K=Bk, BLOCK_E=E, BLOCK_EV=Ev)
     return m, l, acc
 
 
@@ -200,15 +200,15 @@ def _backward_dkdv_kernel(Q, K, V, DO, LSE, DELTA, DK, DV,
                           sdn, sdh, sdl, sde,
                           H, L, S, E, Ev, G, scale, qk_scale,
                           IS_CAUSAL: tl.constexpr, UPCAST: tl.constexpr,
-                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                          BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr,
                           BLOCK_E: tl.constexpr, BLOCK_EV: tl.constexpr):
     """One program: key tile ``program_id(0)`` of kv head ``program_id(1)`` (n * Hkv + hk),
     summing dK and dV over every query tile of its G query heads (no atomics)."""
     tile, nhk = tl.program_id(0), tl.program_id(1)
     Hkv = H // G
     n, hk = nhk // Hkv, nhk % Hkv
-    keys = tile * BLOCK_N + tl.arange(0, BLOCK_N)  # (Bk,)
-    r = tl.arange(0, BLOCK_M)
+    keys = tile * BLOCK_K + tl.arange(0, BLOCK_K)  # (Bk,)
+    r = tl.arange(0, BLOCK_Q)
     e, ev = tl.arange(0, BLOCK_E), tl.arange(0, BLOCK_EV)
     k = tl.load(K + n * skn + hk * skh + keys[:, None] * sks + e[None, :] * ske,
                 mask=(keys[:, None] < S) & (e[None, :] < E), other=0.0)  # (Bk, BE)
@@ -216,14 +216,14 @@ def _backward_dkdv_kernel(Q, K, V, DO, LSE, DELTA, DK, DV,
                 mask=(keys[:, None] < S) & (ev[None, :] < Ev), other=0.0)  # (Bk, BEv)
     if UPCAST:
         k, v = k.to(tl.float32), v.to(tl.float32)
-    dk = tl.zeros([BLOCK_N, BLOCK_E], tl.float32)
-    dv = tl.zeros([BLOCK_N, BLOCK_EV], tl.float32)
+    dk = tl.zeros([BLOCK_K, BLOCK_E], tl.float32)
+    dv = tl.zeros([BLOCK_K, BLOCK_EV], tl.float32)
     begin = 0
     if IS_CAUSAL:  # the first query that sees key j is i = j - (S - L)
-        begin = tl.maximum(tile * BLOCK_N - (S - L), 0) // BLOCK_M * BLOCK_M
+        begin = tl.maximum(tile * BLOCK_K - (S - L), 0) // BLOCK_Q * BLOCK_Q
     for g in range(0, G):
         h = hk * G + g
-        for start in range(begin, L, BLOCK_M):
+        for start in range(begin, L, BLOCK_Q):
             rows = start + r  # (Bq,)
             q_t = tl.load(Q + n * sqn + h * sqh + rows[None, :] * sql + e[:, None] * sqe,
                           mask=(rows[None, :] < L) & (e[:, None] < E), other=0.0)  # (BE, Bq)
@@ -256,14 +256,14 @@ def _backward_dq_kernel(Q, K, V, DO, LSE, DELTA, DQ,
                         sdn, sdh, sdl, sde,
                         H, L, S, E, Ev, G, scale, qk_scale,
                         IS_CAUSAL: tl.constexpr, UPCAST: tl.constexpr,
-                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                        BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr,
                         BLOCK_E: tl.constexpr, BLOCK_EV: tl.constexpr):
     """One program: query tile ``program_id(0)`` of head ``program_id(1)``, dQ = dS K over
     the key tiles it sees."""
     tile, nh = tl.program_id(0), tl.program_id(1)
     n, h = nh // H, nh % H
-    rows = tile * BLOCK_M + tl.arange(0, BLOCK_M)
-    cols = tl.arange(0, BLOCK_N)
+    rows = tile * BLOCK_Q + tl.arange(0, BLOCK_Q)
+    cols = tl.arange(0, BLOCK_K)
     e, ev = tl.arange(0, BLOCK_E), tl.arange(0, BLOCK_EV)
     q = tl.load(Q + n * sqn + h * sqh + rows[:, None] * sql + e[None, :] * sqe,
                 mask=(rows[:, None] < L) & (e[None, :] < E), other=0.0)  # (Bq, BE)
@@ -276,11 +276,11 @@ def _backward_dq_kernel(Q, K, V, DO, LSE, DELTA, DQ,
     delta = tl.load(DELTA + nh * L + rows, mask=rows < L, other=0.0)
     K += n * skn + (h // G) * skh
     V += n * svn + (h // G) * svh
-    dq = tl.zeros([BLOCK_M, BLOCK_E], tl.float32)
+    dq = tl.zeros([BLOCK_Q, BLOCK_E], tl.float32)
     end = S
     if IS_CAUSAL:
-        end = tl.minimum(S, (tile + 1) * BLOCK_M + S - L)
-    for start in range(0, end, BLOCK_N):
+        end = tl.minimum(S, (tile + 1) * BLOCK_Q + S - L)
+    for start in range(0, end, BLOCK_K):
         keys = start + cols
         k_t = tl.load(K + keys[None, :] * sks + e[:, None] * ske,
                       mask=(keys[None, :] < S) & (e[:, None] < E), other=0.0)  # (BE, Bk)
@@ -316,23 +316,23 @@ def _strides(x: torch.Tensor) -> tuple[int, ...]:
     return tuple(x.stride())
 
 
-def _forward(q, k, v, is_causal, scale, block_m, block_n, update):
+def _forward(q, k, v, is_causal, scale, block_q, block_k, update):
     """``q (B, H, L, E)``, ``k (B, Hkv, S, E)``, ``v (B, Hkv, S, Ev)`` ->
     ``(output (B, H, L, Ev), log-sum-exp (B, H, L) float32)``."""
     N, H, L, E = q.shape
     Hkv, S, Ev = k.size(1), k.size(2), v.size(3)
     out = q.new_empty((N, H, L, Ev))
     lse = torch.empty((N, H, L), device=q.device, dtype=torch.float32)
-    grid = (triton.cdiv(L, block_m), N * H)
+    grid = (triton.cdiv(L, block_q), N * H)
     _forward_kernel[grid](
         q, k, v, out, lse, *_strides(q), *_strides(k), *_strides(v), *_strides(out),
         H, L, S, E, Ev, H // Hkv, scale * LOG2E,
-        IS_CAUSAL=is_causal, UPCAST=INTERPRETED, UPDATE=update, BLOCK_M=block_m, BLOCK_N=block_n,
+        IS_CAUSAL=is_causal, UPCAST=INTERPRETED, UPDATE=update, BLOCK_Q=block_q, BLOCK_K=block_k,
         BLOCK_E=_pow2(E), BLOCK_EV=_pow2(Ev), **_launch_options(max(E, Ev)))
     return out, lse
 
 
-def _backward(do, q, k, v, out, lse, is_causal, scale, block_m, block_n):
+def _backward(do, q, k, v, out, lse, is_causal, scale, block_q, block_k):
     """Gradients ``(dq, dk, dv)`` of the loss with respect to ``q, k, v`` given ``do =
     dLoss/dout (B, H, L, Ev)``: FlashAttention-2's backward, recomputing P from ``lse``."""
     N, H, L, E = q.shape
@@ -344,16 +344,16 @@ def _backward(do, q, k, v, out, lse, is_causal, scale, block_m, block_n):
     # compiled, each backward program holds more tiles than a forward one (k, v, dk, dv or
     # q, dO, dq): smaller tiles, as in Triton's fused-attention tutorial; interpreted, the
     # caller's, so that tests reach ragged tiles at small sizes
-    kv_tiles = (block_m, block_n) if INTERPRETED else (32, 64)  # (queries per step, keys per program)
-    q_tiles = (block_m, block_n) if INTERPRETED else (64, 32)  # (queries per program, keys per step)
+    kv_tiles = (block_q, block_k) if INTERPRETED else (32, 64)  # (queries per step, keys per program)
+    q_tiles = (block_q, block_k) if INTERPRETED else (64, 32)  # (queries per program, keys per step)
     common = dict(IS_CAUSAL=is_causal, UPCAST=INTERPRETED, BLOCK_E=_pow2(E), BLOCK_EV=_pow2(Ev),
                   num_warps=4, num_stages=2)
     strides = (*_strides(q), *_strides(k), *_strides(v), *_strides(do))
     sizes = (H, L, S, E, Ev, H // Hkv, scale, scale * LOG2E)
     _backward_dkdv_kernel[(triton.cdiv(S, kv_tiles[1]), N * Hkv)](
-        q, k, v, do, lse, delta, dk, dv, *strides, *sizes, BLOCK_M=kv_tiles[0], BLOCK_N=kv_tiles[1], **common)
+        q, k, v, do, lse, delta, dk, dv, *strides, *sizes, BLOCK_Q=kv_tiles[0], BLOCK_K=kv_tiles[1], **common)
     _backward_dq_kernel[(triton.cdiv(L, q_tiles[0]), N * H)](
-        q, k, v, do, lse, delta, dq, *strides, *sizes, BLOCK_M=q_tiles[0], BLOCK_N=q_tiles[1], **common)
+        q, k, v, do, lse, delta, dq, *strides, *sizes, BLOCK_Q=q_tiles[0], BLOCK_K=q_tiles[1], **common)
     return dq, dk, dv
 
 
@@ -364,10 +364,10 @@ class TritonFlashAttention(torch.autograd.Function):
     L x S weights); the log-sum-exp is not differentiable (its gradient is refused)."""
 
     @staticmethod
-    def forward(ctx, q, k, v, is_causal, scale, block_m, block_n, update):
-        out, lse = _forward(q, k, v, is_causal, scale, block_m, block_n, update)
+    def forward(ctx, q, k, v, is_causal, scale, block_q, block_k, update):
+        out, lse = _forward(q, k, v, is_causal, scale, block_q, block_k, update)
         ctx.save_for_backward(q, k, v, out, lse)
-        ctx.options = (is_causal, scale, block_m, block_n)
+        ctx.options = (is_causal, scale, block_q, block_k)
         ctx.mark_non_differentiable(lse)
         return out, lse
 
@@ -422,7 +422,7 @@ def _as_heads(x: torch.Tensor) -> torch.Tensor:
 
 def triton_attention_lse(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                          attn_mask: None = None, is_causal: bool = False, scale: float | None = None,
-                         block_m: int | None = None, block_n: int | None = None,
+                         block_q: int | None = None, block_k: int | None = None,
                          update=None) -> tuple[torch.Tensor, torch.Tensor]:
     """FlashAttention-2 in Triton: ``(output (..., H, L, Ev), logsumexp (..., H, L))``.
 
@@ -432,27 +432,27 @@ def triton_attention_lse(query: torch.Tensor, key: torch.Tensor, value: torch.Te
     ``is_causal``: query i sees keys ``j <= i + (S - L)`` (aligned to the end, like
     :func:`~attention_core.nn.masks.causal_mask`; a query with no key gets a zero output and a
     log-sum-exp of -inf). ``scale`` defaults to 1/sqrt(E). ``attn_mask`` must be None (an
-    arbitrary mask is refused: ``ATTENTION_FUNCTIONS["flash"]`` takes one). ``block_m``
-    (Bq) and ``block_n`` (Bk): the forward's tile sizes, powers of two >= 16 (default 128 x 64
+    arbitrary mask is refused: ``ATTENTION_FUNCTIONS["flash"]`` takes one). ``block_q``
+    (Bq) and ``block_k`` (Bk): the forward's tile sizes, powers of two >= 16 (default 128 x 64
     compiled, 64 x 64 interpreted; compiled, the backward uses its own smaller tiles).
     ``update``: the ``@triton.jit`` function that folds one key tile into ``(m, l, acc)``
     (default :func:`tile_update`; chapter 11's exercise swaps in the reader's).
     Differentiable in query, key and value; the logsumexp is float32 and not differentiable.
     """
     _check_inputs(query, key, value, attn_mask, is_causal, scale)
-    block_m = (64 if INTERPRETED else 128) if block_m is None else block_m
-    block_n = 64 if block_n is None else block_n
-    _check_block("block_m", block_m)
-    _check_block("block_n", block_n)
+    block_q = (64 if INTERPRETED else 128) if block_q is None else block_q
+    block_k = 64 if block_k is None else block_k
+    _check_block("block_q", block_q)
+    _check_block("block_k", block_k)
     scale = 1.0 / math.sqrt(query.size(-1)) if scale is None else float(scale)
     out, lse = TritonFlashAttention.apply(_as_heads(query), _as_heads(key), _as_heads(value),
-                                          is_causal, scale, block_m, block_n, update or tile_update)
+                                          is_causal, scale, block_q, block_k, update or tile_update)
     return out.reshape(*query.shape[:-1], value.size(-1)), lse.reshape(query.shape[:-1])
 
 
 def triton_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                      attn_mask: None = None, is_causal: bool = False, scale: float | None = None,
-                     block_m: int | None = None, block_n: int | None = None) -> tuple[torch.Tensor, None]:
+                     block_q: int | None = None, block_k: int | None = None) -> tuple[torch.Tensor, None]:
     """:func:`triton_attention_lse` under the kernel contract of
     :data:`~attention_core.nn.attention_functions.ATTENTION_FUNCTIONS`: ``(output, None)``."""
-    return triton_attention_lse(query, key, value, attn_mask, is_causal, scale, block_m, block_n)[0], None
+    return triton_attention_lse(query, key, value, attn_mask, is_causal, scale, block_q, block_k)[0], None
