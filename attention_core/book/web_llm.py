@@ -72,8 +72,10 @@ try:
     import onnx.numpy_helper
     import onnxruntime
     import onnxscript
+    from onnx.defs import OpSchema
+    from onnxscript import opset20
 except ImportError:  # Colab and Binder have no onnx: only the export refuses to run
-    onnx = onnxruntime = onnxscript = None
+    onnx = onnxruntime = onnxscript = OpSchema = opset20 = None
 
 from ..models import smollm
 from ..models.measure import one_thread
@@ -227,8 +229,6 @@ def _(q, k, v, past_k, past_v, seqlens, total, cos, sin, num_heads, rope_base):
 
 def _register_contrib_schemas() -> None:
     """Tell onnx (so onnxscript) the signatures of the two contrib ops the export writes."""
-    from onnx.defs import OpSchema
-
     option, attr = OpSchema.FormalParameterOption, OpSchema.AttrType
     norm_attributes = {"axis": attr.INT, "epsilon": attr.FLOAT, "stash_type": attr.INT}
     ops = {"SimplifiedLayerNormalization": (["X", "scale"], ["Y"], norm_attributes),
@@ -254,9 +254,7 @@ def _translations(num_kv_heads: int) -> dict:
     """The custom ops' ONNX: ONNX Runtime's contrib ops (SimplifiedLayerNormalization is
     written in the ``com.microsoft`` domain here and moved to ONNX's, where ONNX Runtime
     registers it, by :func:`export_onnx`)."""
-    from onnxscript import opset20 as op
-
-    ms = onnxscript.values.Opset("com.microsoft", 1)
+    op, ms = opset20, onnxscript.values.Opset("com.microsoft", 1)
 
     def rms_norm(x, weight, eps: float):
         return ms.SimplifiedLayerNormalization(x, weight, axis=-1, epsilon=eps, stash_type=1)
