@@ -5,7 +5,7 @@ the page decodes to float32 once), its tokenizer and its measured precision
 (``attention_core.book.web_llm.export_smollm2``), which the chapter's page loads only when a
 reader asks for it (``_web/_static/llm-lab/llm.js``).
 
-The export (about ten minutes on a busy machine, most of it ``torch.export`` and measuring
+The export (a few minutes on a busy machine, most of it ``torch.export`` and measuring
 the precision over 1,024 positions of the book's prose) runs once per change of what it
 depends on: the files are kept under ``_build/web_llm/<source_hash>/``, the hash of the
 GGUF, the code that builds and exports the model, the chapters' prose and the library

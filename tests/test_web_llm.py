@@ -76,6 +76,28 @@ def test_q4_1_quantise_round_trip_error_is_half_a_step():
     assert np.all(np.abs(back - weight) <= 0.5 * step + 2e-3)
 
 
+def test_the_exported_module_computes_what_the_package_does(reference):
+    """WebSmolLM (what the export traces: the package's layers with its norms and attention
+    as custom ops) against SmolLM itself, for a prompt and then three tokens after the
+    cache: the same attention weights and logits, up to float32 rounding."""
+    model, tokenizer = reference
+    web = web_llm.WebSmolLM(model).eval()
+    ids = smollm.chat_prompt(tokenizer, [{"role": "user", "content": "Why do owls hoot?"}])
+    full = torch.cat([ids, torch.tensor([[504, 2365, 314]])], dim=1)
+    T = ids.size(1)
+    with torch.no_grad():
+        want_logits, want_att = model(full)
+        want_att = torch.stack(want_att)[:, 0]  # (layers, H, S, S)
+        logits, keys, values, att = web(ids, web_llm.empty_past(), web_llm.empty_past())
+        assert keys.shape == values.shape == (30, 1, 3, T, 64) and att.shape == (30, 9, T, T)
+        torch.testing.assert_close(att, want_att[:, :, :T, :T], atol=1e-5, rtol=0)
+        torch.testing.assert_close(logits[0], want_logits[0, T - 1], atol=2e-3, rtol=0)
+        logits, keys, values, att = web(full[:, T:], keys, values)
+    assert keys.shape == (30, 1, 3, T + 3, 64) and att.shape == (30, 9, 3, T + 3)
+    torch.testing.assert_close(att, want_att[:, :, T:], atol=1e-5, rtol=0)
+    torch.testing.assert_close(logits[0], want_logits[0, -1], atol=2e-3, rtol=0)
+
+
 # ---------------------------------------------------------------- the export (book tests)
 @pytest.fixture(scope="module")
 def export_dir():
@@ -110,6 +132,23 @@ def test_files_fit_the_budget_and_meta_states_the_precision(export_dir, meta):
     assert meta["prose_positions"] >= 1000 and meta["top1_agreement"] >= 0.99
     assert meta["greedy_equal"] >= 0.8 * meta["greedy_prompts"]
     assert meta["max_abs_diff_attention"] <= meta["tolerance"]
+
+
+@pytest.mark.book
+def test_the_graph_uses_onnx_runtimes_fused_ops(export_dir):
+    """Each layer's attention is one GroupQueryAttention (RoPE, cache, softmax and the
+    weights inside), each norm one SimplifiedLayerNormalization, the LM head a MatMul by the
+    transposed embedding (no Gemm, which transposes it at every step): some 700 nodes
+    where the op-by-op export had 2,600."""
+    import collections
+
+    import onnx
+
+    graph = onnx.load(str(export_dir / "model.onnx"), load_external_data=False).graph
+    ops = collections.Counter(node.op_type for node in graph.node)
+    assert ops["GroupQueryAttention"] == 30 and ops["SimplifiedLayerNormalization"] == 61, ops
+    assert ops["MatMul"] == 30 * 7 + 1 and "Gemm" not in ops and "Softmax" not in ops, ops
+    assert len(graph.node) < 1000, ops
 
 
 def _package_weight(model, source: str) -> torch.Tensor:

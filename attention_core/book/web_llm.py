@@ -72,11 +72,14 @@ try:
     import onnx.numpy_helper
     import onnxruntime
     import onnxscript
+    from onnx.defs import OpSchema
+    from onnxscript import opset20
 except ImportError:  # Colab and Binder have no onnx: only the export refuses to run
-    onnx = onnxruntime = onnxscript = None
+    onnx = onnxruntime = onnxscript = OpSchema = opset20 = None
 
 from ..models import smollm
 from ..models.measure import one_thread
+from ..nn import functional, heads, masks, norms, positional
 from .web_model import round_up
 
 MAX_BYTES = 95_000_000
@@ -161,33 +164,159 @@ class _PastCache:
         pass
 
 
+# -- the graph: one fused node where ONNX Runtime has one ---------------------------------
+#
+# Exported op by op, the decoder is 2,600 small nodes (each RMSNorm six, RoPE, the softmax and
+# the cache a few dozen a layer), and the browser spends a quarter of a step between them. The
+# export instead writes each layer's norms as ONNX Runtime's SimplifiedLayerNormalization and its
+# attention (RoPE, the cache, GQA, causal softmax, the weights) as its GroupQueryAttention
+# (contrib ops the WebAssembly build runs on the CPU), about 700 nodes. In PyTorch the two are
+# custom ops whose code is the package's own (rms_norm; apply_rotary, the cache's concatenation,
+# repeat_kv and scaled_dot_product_attention), so the module below computes what SmolLM does.
+
+@torch.library.custom_op("web_llm::rms_norm", mutates_args=())
+def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """The package's :func:`~attention_core.nn.norms.rms_norm`; ONNX: SimplifiedLayerNormalization."""
+    return norms.rms_norm(x, weight, eps)
+
+
+@_rms_norm.register_fake
+def _(x, weight, eps):
+    return torch.empty_like(x)
+
+
+@torch.library.custom_op("web_llm::lengths", mutates_args=())
+def _lengths(cos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``cos (S, E/2)`` -> ``(S - 1 int32 (1,), S int32 ())``: GroupQueryAttention's
+    ``seqlens_k`` and ``total_sequence_length`` (one batch row, no padding), made once."""
+    S = cos.size(0)
+    return torch.tensor([S - 1], dtype=torch.int32), torch.tensor(S, dtype=torch.int32)
+
+
+@_lengths.register_fake
+def _(cos):
+    return cos.new_empty(1, dtype=torch.int32), cos.new_empty((), dtype=torch.int32)
+
+
+@torch.library.custom_op("web_llm::attention", mutates_args=())
+def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, past_k: torch.Tensor,
+               past_v: torch.Tensor, seqlens: torch.Tensor, total: torch.Tensor, cos: torch.Tensor,
+               sin: torch.Tensor, num_heads: int, rope_base: float
+               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One layer's attention as :class:`~attention_core.nn.multihead.MultiHeadAttention`
+    computes it with a cache: ``q (1, T, H*E)``, ``k``, ``v (1, T, Hkv*E)`` (projected, not yet
+    rotated), ``past_k``, ``past_v (1, Hkv, S - T, E)`` -> ``(output (1, T, H*E) before out_proj,
+    keys, values (1, Hkv, S, E), weights (1, H, T, S))``. ``cos``, ``sin (S, E/2)``, ``seqlens``
+    and ``total`` are what ONNX Runtime's GroupQueryAttention reads; here RoPE is the
+    package's ``apply_rotary``."""
+    Hkv, past, T = past_k.size(1), past_k.size(2), q.size(1)
+    positions = torch.arange(past, past + T)
+    qh = positional.apply_rotary(heads.split_heads(q, num_heads), positions, rope_base)  # (1, H, T, E)
+    keys = torch.cat((past_k, positional.apply_rotary(heads.split_heads(k, Hkv), positions, rope_base)), 2)
+    values = torch.cat((past_v, heads.split_heads(v, Hkv)), 2)  # (1, Hkv, S, E)
+    G = num_heads // Hkv
+    out, weights = functional.scaled_dot_product_attention(
+        qh, heads.repeat_kv(keys, G), heads.repeat_kv(values, G), masks.causal_mask(T, past + T))
+    return heads.merge_heads(out).contiguous(), keys, values, weights
+
+
+@_attention.register_fake
+def _(q, k, v, past_k, past_v, seqlens, total, cos, sin, num_heads, rope_base):
+    B, T, _ = q.shape
+    keys = past_k.new_empty(B, past_k.size(1), past_k.size(2) + T, past_k.size(3))
+    return q.new_empty(q.shape), keys, torch.empty_like(keys), q.new_empty(B, num_heads, T, keys.size(2))
+
+
+def _register_contrib_schemas() -> None:
+    """Tell onnx (so onnxscript) the signatures of the two contrib ops the export writes."""
+    option, attr = OpSchema.FormalParameterOption, OpSchema.AttrType
+    norm_attributes = {"axis": attr.INT, "epsilon": attr.FLOAT, "stash_type": attr.INT}
+    ops = {"SimplifiedLayerNormalization": (["X", "scale"], ["Y"], norm_attributes),
+           "GroupQueryAttention": (
+               ["query", "key", "value", "past_key", "past_value", "seqlens_k:i", "total_sequence_length:i",
+                "cos_cache", "sin_cache"], ["output", "present_key", "present_value", "output_qk"],
+               {"num_heads": attr.INT, "kv_num_heads": attr.INT, "do_rotary": attr.INT,
+                "rotary_interleaved": attr.INT, "qk_output": attr.INT})}
+    for name, (inputs, outputs, attributes) in ops.items():
+        if onnx.defs.has(name, "com.microsoft"):
+            continue
+        onnx.defs.register_schema(OpSchema(
+            name, "com.microsoft", 1,
+            inputs=[OpSchema.FormalParameter(n.split(":")[0], "tensor(int32)" if n.endswith(":i") else "T",
+                                             param_option=option.Single if i < 2 else option.Optional)
+                    for i, n in enumerate(inputs)],
+            outputs=[OpSchema.FormalParameter(n, "T") for n in outputs],
+            type_constraints=[("T", ["tensor(float)"], "float32")],
+            attributes=[OpSchema.Attribute(a, t, "") for a, t in attributes.items()]))
+
+
+def _translations(num_kv_heads: int) -> dict:
+    """The custom ops' ONNX: ONNX Runtime's contrib ops (SimplifiedLayerNormalization is
+    written in the ``com.microsoft`` domain here and moved to ONNX's, where ONNX Runtime
+    registers it, by :func:`export_onnx`)."""
+    op, ms = opset20, onnxscript.values.Opset("com.microsoft", 1)
+
+    def rms_norm(x, weight, eps: float):
+        return ms.SimplifiedLayerNormalization(x, weight, axis=-1, epsilon=eps, stash_type=1)
+
+    def lengths(cos):
+        total = op.Shape(cos, start=0, end=1)  # (1,) int64: S
+        seqlens = op.Cast(op.Sub(total, op.Constant(value_ints=[1])), to=onnx.TensorProto.INT32)
+        return seqlens, op.Cast(op.Squeeze(total), to=onnx.TensorProto.INT32)
+
+    def attention(q, k, v, past_k, past_v, seqlens, total, cos, sin, num_heads: int, rope_base: float):
+        # rope_base is in cos and sin; the scale is GroupQueryAttention's default, 1 / sqrt(E)
+        return ms.GroupQueryAttention(q, k, v, past_k, past_v, seqlens, total, cos, sin,
+                                      num_heads=num_heads, kv_num_heads=num_kv_heads, do_rotary=1,
+                                      rotary_interleaved=1, qk_output=2, _outputs=4)
+
+    return {torch.ops.web_llm.rms_norm.default: rms_norm, torch.ops.web_llm.lengths.default: lengths,
+            torch.ops.web_llm.attention.default: attention}
+
+
 class WebSmolLM(nn.Module):
     """The decoder as the page runs it: ``forward(input_ids (1, T), past_keys, past_values
     (num_layers, 1, Hkv, S - T, E))`` -> ``(logits (1, vocab_size) of the last position,
     present_keys, present_values (num_layers, 1, Hkv, S, E), attentions (num_layers, H, T, S))``.
 
-    It runs the package's own blocks (:class:`~attention_core.nn.block.TransformerBlock`, each
-    with its key/value cache), final norm and tied head, but not ``SmolLM``'s id checks, which
-    read the ids' values (the page checks its input itself)."""
+    It runs the package's own weights and layers through the package's functions, a block
+    at a time as :class:`~attention_core.nn.block.TransformerBlock` does (pre-norm, attention
+    then SwiGLU, each added to the stream), with the norms and the attention as the custom
+    ops above, so that the export writes them as single nodes. The tied embedding is kept
+    once, transposed ``(D, vocab_size)``: the LM head is then a plain ``MatMul`` (in the
+    browser half the time of ``Gemm`` with the matrix transposed), and a token's embedding a
+    column of it. ``SmolLM``'s id checks read the ids' values and are left out (the page
+    checks its input itself)."""
 
     def __init__(self, model: smollm.SmolLM):
         super().__init__()
         self.model = model
+        embedding_t = model.embed_tokens.weight.detach().T.contiguous()  # (D, vocab_size)
+        self.embedding_t = nn.Parameter(embedding_t, requires_grad=False)
 
     def forward(self, input_ids, past_keys, past_values):
-        x = self.model.embed_tokens(input_ids)  # (1, T, D)
+        c = self.model.config
+        x = torch.index_select(self.embedding_t, 1, input_ids[0]).T[None]  # (1, T, D): columns
         T, P = input_ids.size(1), past_keys.size(3)
-        # causal, the T queries the last of the S = P + T keys (masks.causal_mask, built here
-        # from tensors because the export traces T and P as symbols, which it refuses)
-        mask = torch.arange(P + T)[None, :] <= torch.arange(T)[:, None] + P  # (T, S)
+        # RoPE's cos and sin at positions 0 .. S - 1, in float64 then rounded, as apply_rotary does
+        theta = positional._frequencies(c.head_dim, c.rope_base)  # (E/2,) float64
+        angles = torch.arange(P + T, dtype=torch.float64)[:, None] * theta  # (S, E/2)
+        cos, sin = angles.cos().float(), angles.sin().float()  # (S, E/2)
+        seqlens, total = _lengths(cos)
         keys, values, attentions = [], [], []
         for n, layer in enumerate(self.model.layers):
-            cache = _PastCache(past_keys[n], past_values[n])
-            x, weights = layer(x, mask[None, None], kv_cache=cache)  # (1, T, D), (1, H, T, S)
-            keys.append(cache.keys)
-            values.append(cache.values)
+            attn = layer.attn
+            h = _rms_norm(x, layer.norm1.weight, layer.norm1.eps)  # (1, T, D)
+            out, k, v, weights = _attention(attn.q_proj(h), attn.k_proj(h), attn.v_proj(h), past_keys[n],
+                                            past_values[n], seqlens, total, cos, sin, attn.num_heads,
+                                            attn.rope_base)
+            x = x + attn.out_proj(out)  # (1, T, D)
+            x = x + layer.mlp(_rms_norm(x, layer.norm2.weight, layer.norm2.eps))
+            keys.append(k)
+            values.append(v)
             attentions.append(weights[0])
-        logits = self.model.lm_head(self.model.norm(x[:, -1]))  # (1, D) -> (1, vocab_size)
+        norm = self.model.norm
+        logits = _rms_norm(x[:, -1], norm.weight, norm.eps) @ self.embedding_t  # (1, D) -> (1, vocab_size)
         return logits, torch.stack(keys), torch.stack(values), torch.stack(attentions)
 
 
@@ -206,12 +335,17 @@ def export_onnx(path, web: WebSmolLM) -> Path:
     T = torch.export.Dim("T", min=1, max=c.context_length)
     P = torch.export.Dim("P", min=0, max=c.context_length)
     dims = {"input_ids": {1: T}, "past_keys": {3: P}, "past_values": {3: P}}
+    _register_contrib_schemas()
     with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         program = torch.onnx.export(web.eval(), (ids, past, past.clone()), dynamo=True, verbose=False,
                                     input_names=list(INPUTS), output_names=list(OUTPUTS),
-                                    dynamic_shapes=dims, optimize=True, external_data=True)
+                                    dynamic_shapes=dims, optimize=True, external_data=True,
+                                    custom_translation_table=_translations(c.num_kv_heads))
     _free_output_names(program.model.graph)
+    for node in program.model.graph:  # ONNX Runtime has SimplifiedLayerNormalization in ONNX's domain
+        if node.op_type == "SimplifiedLayerNormalization":
+            node.domain = ""
     program.save(str(path), external_data=True)  # the weights in path + ".data"
     return path
 

@@ -29,7 +29,8 @@ const state = {
   status: "idle", message: "", meta: null, numLayers: 30, numHeads: 9,
   ids: [], tokens: [], promptLength: 0, rows: [], generated: [], selected: -1, layer: 0, head: 0,
   downloadBytes: 0, weightBytes: 0,
-  timings: { clickToReady: null, clickToFirstToken: null, firstToken: null, tokensPerSecond: null, phases: {} },
+  timings: { clickToReady: null, clickToFirstToken: null, firstToken: null, tokensPerSecond: null,
+    modelShare: null, phases: {} },
   runs: 0, stopRequested: false,
 };
 window.llmLab = state;
@@ -158,7 +159,7 @@ function fillHeadControls(ui) {
 }
 
 async function sizes() {
-  const names = ["model", "blocks", "embedding", "tokenizer", "wasm"];
+  const names = ["model", "blocks", "embedding", "tokenizer", "runtime", "wasm"];  // what the click loads
   const found = await Promise.all(names.map(async (name) => {
     try {
       const response = await fetch(url(name), { method: "HEAD" });
@@ -256,7 +257,7 @@ function tokenText(lab, id) {
 // Feed `ids` after the cache; returns the last position's logits and each new token's row.
 async function step(lab, ids) {
   const { ort } = lab;
-  const L = state.numLayers, H = state.numHeads, T = ids.length;
+  const layers = state.numLayers, H = state.numHeads, T = ids.length;
   const feeds = {
     input_ids: new ort.Tensor("int64", BigInt64Array.from(ids, (i) => BigInt(i)), [1, T]),
     past_keys: lab.keys, past_values: lab.values,
@@ -265,12 +266,12 @@ async function step(lab, ids) {
   if (lab.keys.dispose && lab.keys.dims[3] > 0) { lab.keys.dispose(); lab.values.dispose(); }
   lab.keys = out.present_keys;
   lab.values = out.present_values;
-  const S = out.attentions.dims[3], att = out.attentions.data;  // (L, H, T, S)
+  const S = out.attentions.dims[3], att = out.attentions.data;  // (layers, H, T, S)
   const rows = [];
   for (let t = 0; t < T; t++) {
     const keys = S - T + t + 1;  // token t saw keys 0..S-T+t
-    const row = new Float32Array(L * H * keys);
-    for (let h = 0; h < L * H; h++) row.set(att.subarray((h * T + t) * S, (h * T + t) * S + keys), h * keys);
+    const row = new Float32Array(layers * H * keys);
+    for (let h = 0; h < layers * H; h++) row.set(att.subarray((h * T + t) * S, (h * T + t) * S + keys), h * keys);
     rows.push(row);
   }
   const logits = out.logits.data;
@@ -322,14 +323,14 @@ function drawFocus(ui) {
 }
 
 function drawGrid(canvas, values) {
-  const L = state.numLayers, H = state.numHeads, cell = 14, dpr = window.devicePixelRatio || 1;
-  canvas.width = L * cell * dpr;
+  const layers = state.numLayers, H = state.numHeads, cell = 14, dpr = window.devicePixelRatio || 1;
+  canvas.width = layers * cell * dpr;
   canvas.height = H * cell * dpr;
-  canvas.style.width = `${L * cell}px`;
+  canvas.style.width = `${layers * cell}px`;
   canvas.style.height = `${H * cell}px`;
   const ctx = canvas.getContext("2d");
   ctx.scale(dpr, dpr);
-  for (let l = 0; l < L; l++) {
+  for (let l = 0; l < layers; l++) {
     for (let h = 0; h < H; h++) {
       ctx.fillStyle = viridis(values[l * H + h]);
       ctx.fillRect(l * cell, h * cell, cell - 1, cell - 1);
@@ -390,6 +391,18 @@ function startContext(ui, lab, ids) {
   ui.result.hidden = false;
 }
 
+// A new task, so that the page paints and handles clicks between two steps. Not
+// setTimeout(0): a chain of those waits at least 4 ms each after the fifth (HTML's timer
+// nesting clamp).
+function nextTask() {
+  if (globalThis.scheduler && typeof scheduler.yield === "function") return scheduler.yield();
+  return new Promise((resolve) => {
+    const channel = new MessageChannel();
+    channel.port1.onmessage = () => resolve();
+    channel.port2.postMessage(null);
+  });
+}
+
 async function run(ui, lab, ids, maxNew) {
   setStatus("generating");
   state.stopRequested = false;
@@ -405,6 +418,9 @@ async function run(ui, lab, ids, maxNew) {
     state.timings.prefill = performance.now() - start;
     select(ui, ids.length - 1);
     const decodeStart = performance.now();
+    let modelTime = 0;  // of the decoding time, the part inside the model's steps
+    state.timings.stepMs = [];  // each new token's time, the page's drawing included
+    let stepEnd = decodeStart;
     for (let n = 0; n < maxNew && !state.stopRequested; n++) {
       const next = argmax(logits);
       state.generated.push(next);
@@ -418,15 +434,20 @@ async function run(ui, lab, ids, maxNew) {
         }
       }
       if (next === state.meta.im_end_id || next === state.meta.eos_token_id) break;
+      const stepStart = performance.now();
       ({ logits, rows } = await step(lab, [next]));
+      modelTime += performance.now() - stepStart;
       state.rows.push(...rows);
       select(ui, state.ids.length - 1);
       say(ui, `Generating: ${state.generated.length} tokens…`);
-      await new Promise((resolve) => setTimeout(resolve, 0));  // let the page paint and the Stop button work
+      await nextTask();  // let the page paint and the Stop button work
+      state.timings.stepMs.push(performance.now() - stepEnd);
+      stepEnd = performance.now();
     }
     const seconds = (performance.now() - decodeStart) / 1000;
     const steps = state.rows.length - ids.length;
     state.timings.tokensPerSecond = steps > 0 ? steps / seconds : null;
+    state.timings.modelShare = steps > 0 ? modelTime / 1000 / seconds : null;
     drawInduction(ui);
     select(ui, state.rows.length - 1);
     say(ui, maxNew === 0 ? "Read the sequence in one pass." :
