@@ -8,8 +8,8 @@ reader asks for it (``_web/_static/llm-lab/llm.js``).
 The export (a few minutes on a busy machine, most of it ``torch.export`` and measuring
 the precision over 1,024 positions of the book's prose) runs once per change of what it
 depends on: the files are kept under ``_build/web_llm/<source_hash>/``, the hash of the
-GGUF, the code that builds and exports the model, the chapters' prose and the library
-versions (``web_llm.source_hash``). A rebuild with none of them changed copies the cached
+GGUF, the code that builds and exports the model and the library versions, not the
+chapters' prose (``web_llm.source_hash``). A rebuild with none of them changed copies the cached
 files. If the export fails, the build fails, saying why.
 """
 

@@ -80,7 +80,7 @@ except ImportError:  # Colab and Binder have no onnx: only the export refuses to
 from ..models import smollm
 from ..models.measure import one_thread
 from ..nn import functional, heads, masks, norms, positional
-from .web_model import round_up
+from .web_model import files_hash, round_up, write_readable
 
 MAX_BYTES = 95_000_000
 """The most one file may weigh (GitHub Pages refuses files over 100 MB)."""
@@ -460,9 +460,9 @@ def externalise_weights(path, gguf_path=None) -> dict:
     del model.graph.value_info[:]
     for stale in path.parent.glob(path.name + ".data"):
         stale.unlink()
-    _write(path, model.SerializeToString())
+    write_readable(path, model.SerializeToString())
     for kind, name in BLOCK_FILES.items():
-        _write(path.parent / name, bytes(blobs[kind]))
+        write_readable(path.parent / name, bytes(blobs[kind]))
     return {"file": WEIGHTS, "bytes": f32_offset, "tensors": entries}
 
 
@@ -586,20 +586,7 @@ def source_hash(gguf_path=None) -> str:
     package = Path(__file__).resolve().parents[1]
     files = [path, Path(__file__).resolve(), package / "models" / "smollm.py",
              package / "book" / "web_model.py"] + sorted((package / "nn").glob("*.py"))
-    digest = hashlib.sha256()
-    for module in (torch, onnx, onnxscript, onnxruntime, np):
-        digest.update(f"{module.__name__}=={module.__version__}\n".encode())
-    for file in files:
-        digest.update(file.name.encode())
-        with open(file, "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                digest.update(chunk)
-    return digest.hexdigest()[:16]
-
-
-def _write(path: Path, data: bytes) -> None:
-    path.write_bytes(data)
-    path.chmod(0o644)
+    return files_hash(files)
 
 
 def export_smollm2(out_dir, gguf_path=None, log=None) -> dict:
@@ -621,7 +608,7 @@ def _export(out_dir: Path, gguf_path, log) -> dict:
     export_onnx(out_dir / "model.onnx", WebSmolLM(model))
     del model
     weights = externalise_weights(out_dir / "model.onnx", gguf_path)
-    _write(out_dir / "meta.json", json.dumps({"weights": weights}).encode())  # read by OrtDecoder
+    write_readable(out_dir / "meta.json", json.dumps({"weights": weights}).encode())  # read by OrtDecoder
     log(f"exported in {time.perf_counter() - start:.0f} s")
     return _measure(out_dir, tokenizer, gguf_path, weights, log)
 
@@ -631,7 +618,7 @@ def _measure(out_dir: Path, tokenizer, gguf_path, weights: dict, log) -> dict:
     and write ``meta.json``."""
     sizes = {name: (out_dir / name).stat().st_size for name in SHIPPED if name != "tokenizer.json"}
     tokenizer_json = tokenizer.to_str().encode()
-    _write(out_dir / "tokenizer.json", tokenizer_json)
+    write_readable(out_dir / "tokenizer.json", tokenizer_json)
     sizes["tokenizer.json"] = len(tokenizer_json)
     if max(sizes.values()) > MAX_BYTES or sum(sizes.values()) > MAX_TOTAL_BYTES:
         raise ValueError(f"the files weigh {sizes}: over {MAX_BYTES} each or {MAX_TOTAL_BYTES} in all")
@@ -661,7 +648,7 @@ def _measure(out_dir: Path, tokenizer, gguf_path, weights: dict, log) -> dict:
             "system_prompt": c.system_prompt, "chat_example": smollm.chat_text(
                 [{"role": "user", "content": "PROMPT"}], system_prompt=c.system_prompt),
             "source_hash": source_hash(gguf_path), "weights": weights}
-    _write(out_dir / "meta.json", json.dumps(meta, indent=1).encode())
+    write_readable(out_dir / "meta.json", json.dumps(meta, indent=1).encode())
     return meta
 
 

@@ -288,11 +288,17 @@ def source_hash(model_dir=None) -> str:
     package = Path(__file__).resolve().parents[1]
     files = [model_dir / name for name in pretrained.MODEL_FILES]
     files += [Path(__file__).resolve(), package / "models" / "pretrained.py"]
-    files += sorted((package / "nn").glob("*.py"))
+    return files_hash(files + sorted((package / "nn").glob("*.py")))
+
+
+def files_hash(files) -> str:
+    """16 hex digits of SHA-256 over the versions of torch, onnx, onnxscript, onnxruntime and
+    numpy, then each of ``files``' name and bytes: the key under which an export is cached."""
     digest = hashlib.sha256()
     for module in (torch, onnx, onnxscript, onnxruntime, np):
         digest.update(f"{module.__name__}=={module.__version__}\n".encode())
     for path in files:
+        path = Path(path)
         digest.update(path.name.encode())
         with open(path, "rb") as f:
             for chunk in iter(lambda: f.read(1 << 20), b""):
@@ -300,7 +306,8 @@ def source_hash(model_dir=None) -> str:
     return digest.hexdigest()[:16]
 
 
-def _write(path: Path, data: bytes) -> None:
+def write_readable(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path``, readable by everyone (the static server's user too)."""
     path.write_bytes(data)
     path.chmod(0o644)
 
@@ -344,7 +351,7 @@ def _export_minilm(out_dir: Path, model_dir, float32_path, log) -> dict:
         log(f"quantised in {time.perf_counter() - start:.1f} s")
     if len(data) > MAX_BYTES:
         raise ValueError(f"model.onnx is {len(data)} bytes, more than MAX_BYTES={MAX_BYTES}")
-    _write(out_dir / "model.onnx", data)
+    write_readable(out_dir / "model.onnx", data)
     start = time.perf_counter()
     worst, _ = attention_difference(out_dir / "model.onnx", model, tokenizer, pretrained.SENTENCES)
     log(f"measured in {time.perf_counter() - start:.1f} s: max |attention difference| {worst:.3g}")
@@ -355,8 +362,8 @@ def _export_minilm(out_dir: Path, model_dir, float32_path, log) -> dict:
             "sentences": list(pretrained.SENTENCES),
             "sentence_embeddings": [[round(float(v), 5) for v in row] for row in embeddings],
             "source_hash": source_hash(model_dir)}
-    _write(out_dir / "tokenizer.json", (model_dir / "tokenizer.json").read_bytes())
-    _write(out_dir / "meta.json", json.dumps(meta).encode())
+    write_readable(out_dir / "tokenizer.json", (model_dir / "tokenizer.json").read_bytes())
+    write_readable(out_dir / "meta.json", json.dumps(meta).encode())
     return meta
 
 
