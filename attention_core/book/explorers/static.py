@@ -22,10 +22,12 @@ from importlib.resources import files
 
 from ..render import (
     LAYOUTS,
+    PRINT_SCALE,
     FigureTextError,
     check_shown_size,
     data_uri,
     png_bytes,
+    print_png,
 )
 
 BREAKPOINT_PX = 560
@@ -85,8 +87,12 @@ def render_frames(explorer, layouts=LAYOUTS, encode: bool = True, check: bool = 
     Returns layout -> ``{"index": {"i,j,..": frame}, "images": [data URI],
     "width", "height", "min_text_px"}`` where ``images`` holds the distinct frames
     and ``min_text_px`` is the smallest text drawn on any of them (px at the image's
-    natural size). ``encode=False`` skips the PNGs: ``images`` then holds a hash of
-    each distinct frame's pixels (quicker, for checks). The explorer is left where it was.
+    natural size). The wide layout also has ``"print_images"``: for each of its
+    ``images``, the print copy (:data:`~attention_core.book.render.PRINT_SCALE` times its
+    pixels each way, for the PDF edition; the player never loads it) and
+    ``"print_scale"``. ``encode=False`` skips the PNGs: ``images`` then holds a hash of
+    each distinct frame's pixels (quicker, for checks), and there are no print copies.
+    The explorer is left where it was.
 
     ``check`` (the website's build): every frame's text is checked
     (:func:`~attention_core.book.render.text_problems`: nothing cut at the image's edge,
@@ -116,12 +122,16 @@ def render_frames(explorer, layouts=LAYOUTS, encode: bool = True, check: bool = 
             if frame not in seen:
                 seen[frame] = len(seen)
                 out[name]["images"].append(data_uri(frame) if encode else frame)
+                if encode and name == "wide":  # the frame as drawn now, at print resolution
+                    out[name].setdefault("print_images", []).append(data_uri(print_png(layout.figure)))
             out[name]["index"][key] = seen[frame]
     start = explorer.compute(**explorer.values)
     for name, layout in figures.items():
         del out[name]["_seen"]
         width, height = layout.size
         out[name].update(width=width, height=height, min_text_px=round(layout.min_text_px, 2))
+        if "print_images" in out[name]:
+            out[name]["print_scale"] = PRINT_SCALE
         layout.show(start)  # back to where it was (the live view's figure is one of them)
         if check:
             try:
