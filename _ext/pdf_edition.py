@@ -10,9 +10,10 @@ whose interactive parts are turned into things a page can hold:
   ``attention_core.book.render.PRINT_SCALE`` times the website's pixels, at least 200 px an
   inch as printed), at the size the website shows it;
 * an explorer -> a strip of a few of its frames (their print copies), each captioned
-  with its control values; which frames is :data:`STRIPS` (the settings the chapter's prose
-  points at), or, for an explorer not listed there, each control at its ends; an entry of
-  :data:`STRIPS` that no longer matches its explorer fails the build (:class:`PrintError`);
+  with its control values; which frames is ``attention_core.book.explorers.strips.STRIPS``
+  (the settings the chapter's prose points at; for a chapter not listed there, each control
+  at its ends), the same table by which the explorer rendered print copies of those frames
+  only; an entry that no longer matches its explorer fails the build (:class:`PrintError`);
 * a self-check quiz -> its questions and choices in place, the answers and their
   explanations at the end of the chapter;
 * exercises as on the page; their solutions in the full edition, none in the student edition;
@@ -50,6 +51,9 @@ import yaml
 from bs4 import BeautifulSoup, NavigableString, Tag
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # this checkout's package, whatever the environment has installed
+from attention_core.book.explorers.strips import STRIPS, StripError, strip_frames  # noqa: E402
+
 SITE = ROOT / "_build" / "html"
 OUT = ROOT / "_build" / "pdf"
 PDF_NAME = "learn-attention.pdf"
@@ -60,40 +64,12 @@ CHROMIUM_FLAGS = ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-
                   "--disable-component-update", "--no-first-run", "--disable-sync", "--disable-dev-shm-usage",
                   "--host-resolver-rules=MAP * ~NOTFOUND")
 
-# Which frames of each chapter's explorer the PDF prints: a list of settings, each a dict from
-# a control's label (as the explorer shows it) to its value (as shown); controls left out keep
-# the value the website starts with. Chosen for what the chapter asks the reader to notice.
-STRIPS: dict[str, list[dict[str, str]]] = {
-    "01_attention_basics": [{"temperature τ": v} for v in ("0.25", "1.0", "4.0")],
-    "02_scaling": [{"key width d_k": d, "divide by √d_k": s}
-                   for s, d in (("on", "1"), ("on", "64"), ("on", "1024"), ("off", "64"), ("off", "1024"))],
-    "03_self_attention": [{"d model": v} for v in ("4", "16", "64")],
-    "04_multi_head": [{"heads": v} for v in ("1", "2", "4")],
-    "05_masking": [{"padded keys": p, "causal mask": c}
-                   for p, c in (("0", "off"), ("2", "off"), ("2", "on"))],
-    "06_transformer_block": [{"norm placement": n, "blocks": b}
-                             for n in ("pre-norm", "post-norm") for b in ("2", "32")],
-    "07_bahdanau_luong": [{"source sentence": "a b c d e f g h i j k l", "model": m}
-                          for m in ("Bahdanau (additive)", "Luong (dot)", "Luong (general)")],
-    "08_sparse_linear": [{"pattern": p} for p in ("sliding window", "dilated window (dilation 2)",
-                                                  "strided (causal)", "fixed (causal)")]
-                        + [{"pattern": "sliding window", "global tokens": "2", "random keys": "2"}],
-    "09_mqa_gqa": [{"key/value heads": h, "context (tokens)": "32768"} for h in ("32", "8", "1")],
-    "10_positional_encoding": [{"base": b} for b in ("100.0", "1000.0", "10000.0")] + [{"d model": "16"}],
-    "11_flash_attention": [{"sequence length L": "16", "block size": "4", "key blocks read": k}
-                           for k in ("1", "2", "3", "4")],
-    "12_modern_llms": [{"variant": v} for v in ("MHA", "GQA-8", "MLA", "GQA-8 + window + sinks")],
-    "13_pretrained_model": [{"sentence": "The cat, which was black, sat on the mat", "layer": v}
-                            for v in ("1", "3", "6")],
-    "14_real_llm": [{"layer": v} for v in ("1", "10", "19", "30")],
-}
-MAX_FRAMES = 6
-
 
 class PrintError(RuntimeError):
     """Something the PDF cannot print as the book means it (a strip of :data:`STRIPS` that
     no longer matches its explorer, a figure without its print copy); the message names the
     chapter, and ``make pdf`` fails on it."""
+
 
 WEB_MODEL_SELECTOR = "div.attention-lab, [data-web-model], [data-pdf-note]"
 """A part of a page that runs a model in the browser (chapter 13's attention lab); another
@@ -135,52 +111,6 @@ def site_url(root: Path = ROOT) -> str:
 # Explorers -> strips of frames
 
 
-def _labels_at(labels, indices: list[int]) -> list[str]:
-    """A control's shown values, given the indices of the controls before it."""
-    if isinstance(labels, dict):
-        return labels.get(",".join(map(str, indices)), [])
-    return labels
-
-
-def _start_indices(data: dict, first_src: str, alt: str) -> list[int]:
-    """The control indices of the frame the website shows first."""
-    wide = data["layouts"]["wide"]
-    keys = [k for k, i in wide["index"].items() if wide["images"][i] == first_src]
-    for key in keys:
-        idx = [int(i) for i in key.split(",")]
-        shown = [_labels_at(data["labels"][n], idx[:n])[i] for n, i in enumerate(idx)]
-        if all(f"{name} {value}" in alt for name, value in zip(data["names"], shown)):
-            return idx
-    return [int(i) for i in keys[0].split(",")] if keys else [0] * len(data["names"])
-
-
-def _indices(data: dict, start: list[int], setting: dict[str, str]) -> list[int] | None:
-    """The control indices of ``setting`` (labels -> shown values; the rest as at start);
-    ``None`` when a value is not one of the control's."""
-    idx: list[int] = []
-    for n, name in enumerate(data["names"]):
-        values = _labels_at(data["labels"][n], idx)
-        if name in setting:
-            if setting[name] not in values:
-                return None
-            idx.append(values.index(setting[name]))
-        else:
-            idx.append(min(start[n], len(values) - 1))
-    return idx
-
-
-def default_settings(data: dict, start: list[int]) -> list[dict[str, str]]:
-    """Each control moved to its ends, the others as the website starts: for an explorer
-    :data:`STRIPS` does not list."""
-    settings = [{}]
-    for n, name in enumerate(data["names"]):
-        values = _labels_at(data["labels"][n], start[:n])
-        for i in sorted({0, len(values) // 2 if len(data["names"]) == 1 else 0, len(values) - 1}):
-            if i != start[n]:
-                settings.append({name: values[i]})
-    return settings[:MAX_FRAMES]
-
-
 COLUMN_PX = 687
 """The printed text column in CSS px (A4 less the margins of ``pdf_print.css``: 182 mm)."""
 MIN_TEXT_PX = 9.35
@@ -205,45 +135,26 @@ def check_strips_used(chapters: set[str]) -> None:
 
 
 def explorer_strip(soup: BeautifulSoup, explorer: Tag, chapter: str) -> Tag:
-    """The printed explorer: a grid of frames, each captioned with its control values, each
-    the frame's print copy (``print_images``, :data:`attention_core.book.render.PRINT_SCALE`)
-    shown at the size of its wide rendering. Raises :class:`PrintError` naming the chapter
-    when its :data:`STRIPS` entry names a control or value the explorer does not have, gives
-    more than :data:`MAX_FRAMES` frames or one frame twice, or when the frames have no print
-    copies."""
+    """The printed explorer: a grid of the frames of ``chapter``'s strip
+    (:func:`attention_core.book.explorers.strips.strip_frames`), each captioned with its control
+    values, each the frame's print copy (``print_images``,
+    :data:`attention_core.book.render.PRINT_SCALE`) shown at the size of its wide rendering.
+    Raises :class:`PrintError` naming the chapter when its :data:`STRIPS` entry no longer
+    matches the explorer, or when a frame it prints has no print copy."""
     data = json.loads(explorer.select_one("script.ac-frames").string)
-    img = explorer.select_one("img.ac-frame")
     wide = data["layouts"]["wide"]
-    printed = wide.get("print_images") or []
-    if len(printed) != len(wide["images"]):
-        raise PrintError(f"{chapter}: the explorer ({data['alt']}) has {len(printed)} print copies for "
-                         f"{len(wide['images'])} frames: the website was built without them (make book)")
-    start = _start_indices(data, img["src"], img.get("alt", ""))
-    listed = chapter in STRIPS
-    chosen = STRIPS[chapter] if listed else default_settings(data, start)
-    if len(chosen) > MAX_FRAMES:
-        raise PrintError(f"{chapter}: STRIPS gives {len(chosen)} settings, at most {MAX_FRAMES}")
-    frames, seen = [], set()
-    for setting in chosen:
-        unknown = [name for name in setting if name not in data["names"]]
-        if unknown:
-            raise PrintError(f"{chapter}: STRIPS names the control(s) {unknown}; the explorer's "
-                             f"controls are {data['names']} (renamed?)")
-        idx = _indices(data, start, setting)
-        if idx is None:
-            values = {name: data["labels"][data["names"].index(name)] for name in setting}
-            raise PrintError(f"{chapter}: STRIPS setting {setting} is not one of the explorer's values "
-                             f"(it has {values})")
-        frame = wide["index"].get(",".join(map(str, idx)))
-        if frame is None:
-            raise PrintError(f"{chapter}: the explorer has no frame for the setting {setting}")
-        if frame in seen:
-            if listed:
-                raise PrintError(f"{chapter}: STRIPS setting {setting} shows the same frame as another one")
-            continue
-        seen.add(frame)
-        shown = [_labels_at(data["labels"][n], idx[:n])[i] for n, i in enumerate(idx)]
-        frames.append((printed[frame], shown))
+    try:
+        chosen = strip_frames(chapter, data["names"], data["labels"], data["start"], wide["index"])
+    except StripError as error:
+        raise PrintError(str(error)) from error
+    printed = wide.get("print_images") or {}
+    missing = [shown for frame, shown in chosen if str(frame) not in printed]
+    if missing:
+        made_for = data.get("chapter") or "no chapter"
+        raise PrintError(f"{chapter}: the explorer ({data['alt']}) has no print copy of the frame(s) "
+                         f"{missing}: it was rendered for the strip of {made_for} (Explorer(chapter=...)), "
+                         "or the website was built without print copies (make book)")
+    frames = [(printed[str(frame)], shown) for frame, shown in chosen]
     strip = soup.new_tag("div", attrs={"class": "pdf-strip", "data-frames": str(len(frames))})
     intro = soup.new_tag("p", attrs={"class": "pdf-strip-note"})
     intro.string = (f"Explorer, {len(frames)} of its settings (on the website: controls for "

@@ -336,9 +336,10 @@ def _explorer(frames: int = 3, print_copies: bool = True) -> BeautifulSoup:
     values = ["0.25", "1.0", "4.0", "8.0"][:frames]
     wide = {"index": {str(k): k for k in range(frames)}, "images": [f"w{k}.png" for k in range(frames)],
             "width": 720, "height": 340, "min_text_px": 10.41}
-    if print_copies:
-        wide.update(print_images=[f"p{k}.png" for k in range(frames)], print_scale=2.5)
-    data = {"layouts": {"wide": wide}, "names": ["temperature τ"], "labels": [values], "alt": "Weights."}
+    if print_copies:  # the frames of chapter 1's strip (attention_core.book.explorers.strips)
+        wide.update(print_images={str(k): f"p{k}.png" for k in range(frames)}, print_scale=2.5)
+    data = {"layouts": {"wide": wide}, "names": ["temperature τ"], "labels": [values], "alt": "Weights.",
+            "start": [1], "chapter": "01_attention_basics"}
     return BeautifulSoup(
         '<div class="ac-explorer"><img class="ac-frame" src="w1.png" '
         'alt="Weights. Shown: temperature τ 1.0.">'
@@ -372,7 +373,21 @@ def test_a_strip_of_a_renamed_chapter_or_without_print_copies_fails(monkeypatch)
         pdf_edition.check_strips_used(set(pdf_edition.STRIPS) - {"01_attention_basics"})
     pdf_edition.check_strips_used(set(pdf_edition.STRIPS))
     soup = _explorer(print_copies=False)
-    with pytest.raises(pdf_edition.PrintError, match="^02_scaling: the explorer .* 0 print copies for 3"):
+    with pytest.raises(pdf_edition.PrintError, match="^01_attention_basics: the explorer .* no print copy"):
+        pdf_edition.explorer_strip(soup, soup.select_one("div.ac-explorer"), "01_attention_basics")
+
+
+def test_a_strip_of_another_chapter_than_the_explorer_was_rendered_for_fails(monkeypatch):
+    """The explorer rendered print copies for its own chapter's strip only: printed on a page
+    whose strip picks other frames, the build fails naming the page's chapter."""
+    monkeypatch.setitem(pdf_edition.STRIPS, "02_scaling",
+                        [{"temperature τ": v} for v in ("0.25", "4.0", "8.0")])
+    soup = _explorer(frames=4)
+    data = json.loads(soup.select_one("script").string)
+    del data["layouts"]["wide"]["print_images"]["3"]
+    soup.select_one("script").string = json.dumps(data)
+    with pytest.raises(pdf_edition.PrintError, match=r"^02_scaling: .* \[\['8.0'\]\]: it was rendered for "
+                                                     "the strip of 01_attention_basics"):
         pdf_edition.explorer_strip(soup, soup.select_one("div.ac-explorer"), "02_scaling")
 
 
