@@ -46,7 +46,10 @@ STRIPS: dict[str, list[dict[str, str]]] = {
 }
 """Chapter (its notebook's name) -> the settings of its explorer that the PDF prints, chosen
 for what the chapter's prose asks the reader to notice. A chapter not listed gets
-:func:`default_settings`."""
+:func:`default_settings`.
+
+:meta hide-value:
+"""
 
 MAX_FRAMES = 6
 """The most frames a strip prints."""
