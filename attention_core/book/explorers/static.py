@@ -163,7 +163,7 @@ def frames(explorer, layout: str = "wide") -> tuple[dict[str, int], list[str]]:
 
 def strip_of(explorer) -> tuple[list[str], list, list[int]]:
     """What :mod:`~attention_core.book.explorers.strips` reads of an explorer: its controls'
-    labels, each control's shown values (:func:`_labels`) and the indices it starts at."""
+    labels, each control's shown values (``_labels``) and the indices it starts at."""
     return (list(explorer.labels.values()), [_labels(explorer, n) for n in explorer.controls],
             [explorer.controls[n].index(v) for n, v in explorer.values.items()])
 
