@@ -6,13 +6,20 @@ citations and cross-references are the site's, from the same executed notebooks.
 are joined in the order of ``_toc.yml`` into one HTML document (``_build/pdf/book.html``),
 whose interactive parts are turned into things a page can hold:
 
-* an explorer -> a strip of a few of its frames (the website's own images), each captioned
-  with its control values; which frames is :data:`STRIPS` (the settings the chapter's prose
-  points at), or, for an explorer not listed there, each control at its ends;
+* a figure -> its print copy (``data-print-src``: the same figure at
+  ``attention_core.book.render.PRINT_SCALE`` times the website's pixels, at least 200 px an
+  inch as printed), at the size the website shows it;
+* an explorer -> a strip of a few of its frames (their print copies), each captioned
+  with its control values; which frames is ``attention_core.book.explorers.strips.STRIPS``
+  (the settings the chapter's prose points at; for a chapter not listed there, each control
+  at its ends), the same table by which the explorer rendered print copies of those frames
+  only; an entry that no longer matches its explorer fails the build (:class:`PrintError`);
 * a self-check quiz -> its questions and choices in place, the answers and their
   explanations at the end of the chapter;
 * exercises as on the page; their solutions in the full edition, none in the student edition;
 * the in-browser model section -> a note with the page's address and a static figure;
+* code line by line, a line too long for the column wrapping under its own indentation
+  (:func:`code_lines`);
 * hidden code cells shown, links to other pages turned into links inside the document,
   links out of the book followed by their address.
 
@@ -44,6 +51,9 @@ import yaml
 from bs4 import BeautifulSoup, NavigableString, Tag
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # this checkout's package, whatever the environment has installed
+from attention_core.book.explorers.strips import STRIPS, StripError, strip_frames  # noqa: E402
+
 SITE = ROOT / "_build" / "html"
 OUT = ROOT / "_build" / "pdf"
 PDF_NAME = "learn-attention.pdf"
@@ -54,34 +64,13 @@ CHROMIUM_FLAGS = ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-
                   "--disable-component-update", "--no-first-run", "--disable-sync", "--disable-dev-shm-usage",
                   "--host-resolver-rules=MAP * ~NOTFOUND")
 
-# Which frames of each chapter's explorer the PDF prints: a list of settings, each a dict from
-# a control's label (as the explorer shows it) to its value (as shown); controls left out keep
-# the value the website starts with. Chosen for what the chapter asks the reader to notice.
-STRIPS: dict[str, list[dict[str, str]]] = {
-    "01_attention_basics": [{"temperature τ": v} for v in ("0.25", "1.0", "4.0")],
-    "02_scaling": [{"key width d_k": d, "divide by √d_k": s}
-                   for s, d in (("on", "1"), ("on", "64"), ("on", "1024"), ("off", "64"), ("off", "1024"))],
-    "03_self_attention": [{"d model": v} for v in ("4", "16", "64")],
-    "04_multi_head": [{"heads": v} for v in ("1", "2", "4")],
-    "05_masking": [{"padded keys": p, "causal mask": c}
-                   for p, c in (("0", "off"), ("2", "off"), ("2", "on"))],
-    "06_transformer_block": [{"norm placement": n, "blocks": b}
-                             for n in ("pre-norm", "post-norm") for b in ("2", "32")],
-    "07_bahdanau_luong": [{"source sentence": "a b c d e f g h i j k l", "model": m}
-                          for m in ("Bahdanau (additive)", "Luong (dot)", "Luong (general)")],
-    "08_sparse_linear": [{"pattern": p} for p in ("sliding window", "dilated window (dilation 2)",
-                                                  "strided (causal)", "fixed (causal)")]
-                        + [{"pattern": "sliding window", "global tokens": "2", "random keys": "2"}],
-    "09_mqa_gqa": [{"key/value heads": h, "context (tokens)": "32768"} for h in ("32", "8", "1")],
-    "10_positional_encoding": [{"base": b} for b in ("100.0", "1000.0", "10000.0")] + [{"d model": "16"}],
-    "11_flash_attention": [{"sequence length L": "16", "block size": "4", "key blocks read": k}
-                           for k in ("1", "2", "3", "4")],
-    "12_modern_llms": [{"variant": v} for v in ("MHA", "GQA-8", "MLA", "GQA-8 + window + sinks")],
-    "13_pretrained_model": [{"sentence": "The cat, which was black, sat on the mat", "layer": v}
-                            for v in ("1", "3", "6")],
-    "14_real_llm": [{"layer": v} for v in ("1", "10", "19", "30")],
-}
-MAX_FRAMES = 6
+
+class PrintError(RuntimeError):
+    """Something the PDF cannot print as the book means it (a strip of :data:`STRIPS` that
+    no longer matches its explorer, a figure without its print copy); the message names the
+    chapter, and ``make pdf`` fails on it."""
+
+
 WEB_MODEL_SELECTOR = "div.attention-lab, [data-web-model], [data-pdf-note]"
 """A part of a page that runs a model in the browser (chapter 13's attention lab); another
 such part gets printed as a note when it carries ``data-pdf-note="what it does:"``."""
@@ -122,52 +111,6 @@ def site_url(root: Path = ROOT) -> str:
 # Explorers -> strips of frames
 
 
-def _labels_at(labels, indices: list[int]) -> list[str]:
-    """A control's shown values, given the indices of the controls before it."""
-    if isinstance(labels, dict):
-        return labels.get(",".join(map(str, indices)), [])
-    return labels
-
-
-def _start_indices(data: dict, first_src: str, alt: str) -> list[int]:
-    """The control indices of the frame the website shows first."""
-    wide = data["layouts"]["wide"]
-    keys = [k for k, i in wide["index"].items() if wide["images"][i] == first_src]
-    for key in keys:
-        idx = [int(i) for i in key.split(",")]
-        shown = [_labels_at(data["labels"][n], idx[:n])[i] for n, i in enumerate(idx)]
-        if all(f"{name} {value}" in alt for name, value in zip(data["names"], shown)):
-            return idx
-    return [int(i) for i in keys[0].split(",")] if keys else [0] * len(data["names"])
-
-
-def _indices(data: dict, start: list[int], setting: dict[str, str]) -> list[int] | None:
-    """The control indices of ``setting`` (labels -> shown values; the rest as at start);
-    ``None`` when a value is not one of the control's."""
-    idx: list[int] = []
-    for n, name in enumerate(data["names"]):
-        values = _labels_at(data["labels"][n], idx)
-        if name in setting:
-            if setting[name] not in values:
-                return None
-            idx.append(values.index(setting[name]))
-        else:
-            idx.append(min(start[n], len(values) - 1))
-    return idx
-
-
-def default_settings(data: dict, start: list[int]) -> list[dict[str, str]]:
-    """Each control moved to its ends, the others as the website starts: for an explorer
-    :data:`STRIPS` does not list."""
-    settings = [{}]
-    for n, name in enumerate(data["names"]):
-        values = _labels_at(data["labels"][n], start[:n])
-        for i in sorted({0, len(values) // 2 if len(data["names"]) == 1 else 0, len(values) - 1}):
-            if i != start[n]:
-                settings.append({name: values[i]})
-    return settings[:MAX_FRAMES]
-
-
 COLUMN_PX = 687
 """The printed text column in CSS px (A4 less the margins of ``pdf_print.css``: 182 mm)."""
 MIN_TEXT_PX = 9.35
@@ -181,37 +124,50 @@ def strip_columns(width: int, min_text_px: float) -> int:
     return 2 if min_text_px * min(1.0, half / width) >= MIN_TEXT_PX else 1
 
 
-def explorer_strip(soup: BeautifulSoup, explorer: Tag, chapter: str, warnings: list[str]) -> Tag:
-    """The printed explorer: a grid of frames, each captioned with its control values."""
+def check_strips_used(chapters: set[str]) -> None:
+    """Raise :class:`PrintError` for each chapter of :data:`STRIPS` not among ``chapters``
+    (the names of the pages that have an explorer): a renamed chapter would otherwise get
+    the default frames without a word."""
+    unused = sorted(set(STRIPS) - chapters)
+    if unused:
+        raise PrintError(f"{', '.join(unused)}: STRIPS lists frames for it, but no page of the book by "
+                         "that name has an explorer (renamed?)")
+
+
+def explorer_strip(soup: BeautifulSoup, explorer: Tag, chapter: str) -> Tag:
+    """The printed explorer: a grid of the frames of ``chapter``'s strip
+    (:func:`attention_core.book.explorers.strips.strip_frames`), each captioned with its control
+    values, each the frame's print copy (``print_images``,
+    :data:`attention_core.book.render.PRINT_SCALE`) shown at the size of its wide rendering.
+    Raises :class:`PrintError` naming the chapter when its :data:`STRIPS` entry no longer
+    matches the explorer, or when a frame it prints has no print copy."""
     data = json.loads(explorer.select_one("script.ac-frames").string)
-    img = explorer.select_one("img.ac-frame")
     wide = data["layouts"]["wide"]
-    start = _start_indices(data, img["src"], img.get("alt", ""))
-    chosen = STRIPS.get(chapter) or default_settings(data, start)
-    frames, seen = [], set()
-    for setting in chosen:
-        idx = _indices(data, start, setting)
-        if idx is None:
-            warnings.append(f"{chapter}: explorer setting {setting} is not one of its values")
-            continue
-        frame = wide["index"].get(",".join(map(str, idx)))
-        if frame is None or frame in seen:
-            continue
-        seen.add(frame)
-        shown = [_labels_at(data["labels"][n], idx[:n])[i] for n, i in enumerate(idx)]
-        frames.append((wide["images"][frame], shown))
+    try:
+        chosen = strip_frames(chapter, data["names"], data["labels"], data["start"], wide["index"])
+    except StripError as error:
+        raise PrintError(str(error)) from error
+    printed = wide.get("print_images") or {}
+    missing = [shown for frame, shown in chosen if str(frame) not in printed]
+    if missing:
+        made_for = data.get("chapter") or "no chapter"
+        raise PrintError(f"{chapter}: the explorer ({data['alt']}) has no print copy of the frame(s) "
+                         f"{missing}: it was rendered for the strip of {made_for} (Explorer(chapter=...)), "
+                         "or the website was built without print copies (make book)")
+    frames = [(printed[str(frame)], shown) for frame, shown in chosen]
     strip = soup.new_tag("div", attrs={"class": "pdf-strip", "data-frames": str(len(frames))})
     intro = soup.new_tag("p", attrs={"class": "pdf-strip-note"})
     intro.string = (f"Explorer, {len(frames)} of its settings (on the website: controls for "
                     + ", ".join(data["names"]) + ").")
     strip.append(intro)
     grid = soup.new_tag("div", attrs={"class": "pdf-strip-frames"})
-    for src, shown in frames[:MAX_FRAMES]:
+    for src, shown in frames:
         figure = soup.new_tag("figure", attrs={"class": "pdf-frame"})
         figure.append(soup.new_tag("img", attrs={
             "src": src, "width": str(wide["width"]), "height": str(wide["height"]),
             "alt": f"{data['alt']} Shown: " + ", ".join(f"{a} {b}" for a, b in zip(data["names"], shown)),
-            "data-min-text-px": str(wide.get("min_text_px") or "")}))
+            "data-min-text-px": str(wide.get("min_text_px") or ""),
+            "data-print-scale": str(wide.get("print_scale") or "")}))
         caption = soup.new_tag("figcaption")
         caption.string = ", ".join(f"{a} = {b}" for a, b in zip(data["names"], shown))
         figure.append(caption)
@@ -276,6 +232,56 @@ def quiz_print(soup: BeautifulSoup, quiz: Tag, number: str) -> tuple[Tag, Tag]:
 
 
 # ---------------------------------------------------------------------------------------------
+# Code: each line a block, so that a line too long for the column wraps under its own indent
+
+HANG_CH = 4
+"""A wrapped line of code continues this many characters right of the line's indentation
+(as Python's own continuation lines do), so that it reads as one line."""
+MAX_HANG_CH = 40
+"""Deeply indented code hangs no further than this (the rest of the column stays for text)."""
+
+
+def code_lines(soup: BeautifulSoup, pre: Tag) -> None:
+    """Each line of ``pre`` -> ``<span class="pdf-code-line" style="--hang: Nch">``, its
+    highlighting kept (a token that spans lines, a docstring, is cut at each line's end);
+    the print CSS shows each as a block whose wrapped part hangs at the line's indentation
+    plus :data:`HANG_CH`. The text is unchanged: the leading spaces stay characters and each
+    line keeps its newline, so what is copied from the PDF is what the site shows."""
+    lines: list[list[tuple[str, list[Tag]]]] = [[]]
+
+    def walk(node, chain: list[Tag]) -> None:
+        for child in list(node.children):
+            if isinstance(child, NavigableString):
+                parts = str(child).split("\n")
+                for k, part in enumerate(parts):
+                    if k:
+                        lines[-1].append(("\n", []))
+                        lines.append([])
+                    if part:
+                        lines[-1].append((part, chain))
+            elif isinstance(child, Tag):
+                walk(child, [*chain, child])
+
+    walk(pre, [])
+    if not lines[-1]:
+        lines.pop()
+    pre.clear()
+    for line in lines:
+        text = "".join(part for part, _ in line)
+        indent = len(text) - len(text.lstrip(" "))
+        hang = min(indent + HANG_CH, MAX_HANG_CH)
+        block = soup.new_tag("span", attrs={"class": "pdf-code-line", "style": f"--hang:{hang}ch"})
+        for part, chain in line:
+            node = NavigableString(part)
+            for tag in reversed(chain):  # rebuilt innermost first
+                wrapper = soup.new_tag(tag.name, attrs=dict(tag.attrs))
+                wrapper.append(node)
+                node = wrapper
+            block.append(node)
+        pre.append(block)
+
+
+# ---------------------------------------------------------------------------------------------
 # One page of the site -> a section of the book
 
 
@@ -302,7 +308,7 @@ def _rewrite_href(href: str, docname: str) -> str | None:
     return "#" + anchor(target_doc, fragment)
 
 
-def page_section(docname: str, site: Path, url: str, student: bool, warnings: list[str]) -> Tag:
+def page_section(docname: str, site: Path, url: str, student: bool) -> Tag:
     """The print form of one built page of the site."""
     path = site / f"{docname}.html"
     soup = BeautifulSoup(path.read_text(encoding="utf-8"), "html.parser")
@@ -321,9 +327,12 @@ def page_section(docname: str, site: Path, url: str, student: bool, warnings: li
             summary.decompose()
         details.name = "div"
         details["class"] = [*details.get("class", []), "pdf-opened"]
+    # code: wrapped lines under their own indentation
+    for pre in article.select("pre"):
+        code_lines(soup, pre)
     # explorers
     for explorer in article.select("div.ac-explorer"):
-        explorer.replace_with(explorer_strip(soup, explorer, chapter, warnings))
+        explorer.replace_with(explorer_strip(soup, explorer, chapter))
     # the in-browser model: a note with the page's address and a static figure
     for lab in article.select(WEB_MODEL_SELECTOR):
         note = soup.new_tag("div", attrs={"class": "admonition note pdf-web-note"})
@@ -357,10 +366,17 @@ def page_section(docname: str, site: Path, url: str, student: bool, warnings: li
     if student:
         for sol in article.select("div.solution"):
             sol.decompose()
-    # figures: the wide image only, its path absolute
+    # figures: the wide image's print copy (attention_core.book.viz.figures' data-print-src),
+    # shown at the wide image's size; its path absolute
     for source in article.select("picture source"):
         source.decompose()
     for img in article.select("img"):
+        printed = img.attrs.pop("data-print-src", None)
+        if printed:
+            img["src"] = printed
+        elif img.find_parent(class_="ac-figure") is not None:
+            raise PrintError(f"{chapter}: the figure {img.get('alt', '')[:80]!r} has no print copy "
+                             "(data-print-src): the website was built without it (make book)")
         src = img.get("src", "")
         if src and not src.startswith(("data:", "file:", "http")):
             img["src"] = (page_dir / src).resolve().as_uri()
@@ -422,16 +438,17 @@ def page_title(section: Tag) -> str:
 
 def book_html(site: Path, student: bool, page_numbers: dict[str, int] | None = None,
               root: Path = ROOT) -> tuple[str, list[dict], list[str], list[str]]:
-    """The joined document, a list of its pages (``docname``, ``title``, ``part``), its
-    headings in order (the outline's titles), and warnings."""
+    """The joined document, a list of its pages (``docname``, ``title``, ``part``) and its
+    headings in order (the outline's titles). Raises :class:`PrintError` for a chapter of
+    :data:`STRIPS` that has no explorer (renamed?)."""
     config = yaml.safe_load((root / "_config.yml").read_text(encoding="utf-8"))
     url = site_url(root) + ("student/" if student else "")  # where publish.yml puts each edition
-    warnings: list[str] = []
     sections, pages = [], []
     for docname, part in toc_pages(root):
-        section = page_section(docname, site, url, student, warnings)
+        section = page_section(docname, site, url, student)
         sections.append(section)
         pages.append({"docname": docname, "title": page_title(section), "part": part})
+    check_strips_used({Path(s["data-docname"]).name for s in sections if s.select_one("div.pdf-strip")})
     css = sorted((site / "_static" / "styles").glob("site-*.css"))
     links = "".join(f'<link rel="stylesheet" href="{p.resolve().as_uri()}">' for p in css)
     title = config["title"]
@@ -476,7 +493,7 @@ def book_html(site: Path, student: bool, page_numbers: dict[str, int] | None = N
            f'<style>{PRINT_CSS.read_text(encoding="utf-8")}</style></head>'
            f'<body class="pdf-edition{" pdf-student" if student else ""}">{defs}'
            f'<article class="bd-article">{front}{body}</article></body></html>')
-    return doc, pages, titles, warnings
+    return doc, pages, titles
 
 
 # ---------------------------------------------------------------------------------------------
@@ -648,9 +665,7 @@ def build(student: bool = False, site: Path = SITE, out: Path = OUT, root: Path 
     stem = "book-student" if student else "book"
     html_path = out / f"{stem}.html"
     pdf_path = out / (STUDENT_PDF_NAME if student else PDF_NAME)
-    doc, pages, titles, warnings = book_html(site, student, root=root)
-    for w in warnings:
-        print(f"pdf: warning: {w}", file=sys.stderr)
+    doc, pages, titles = book_html(site, student, root=root)
     html_path.write_text(doc, encoding="utf-8")
     from pypdf import PdfReader
 
@@ -686,7 +701,10 @@ def main(argv=None) -> None:
     parser.add_argument("--solutions", choices=("show", "hide"), default="show",
                         help="hide: the student edition, without solutions")
     args = parser.parse_args(argv)
-    build(student=args.solutions == "hide")
+    try:
+        build(student=args.solutions == "hide")
+    except PrintError as error:
+        raise SystemExit(f"pdf: {error}") from error
 
 
 if __name__ == "__main__":

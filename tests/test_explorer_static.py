@@ -5,6 +5,7 @@ files instead of base64 in the page."""
 
 import base64
 import html
+import io
 import json
 import re
 import shutil
@@ -15,10 +16,12 @@ from types import SimpleNamespace
 
 import pytest
 from docutils import nodes
+from PIL import Image
 
 from attention_core.book import explorers
+from attention_core.book.explorers import strips
 from attention_core.book.explorers.static import BREAKPOINT_PX, player_js, static_html
-from attention_core.book.render import COLUMN_CSS_PX
+from attention_core.book.render import COLUMN_CSS_PX, PRINT_SCALE
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "_ext"))
@@ -221,3 +224,30 @@ def test_player_follows_a_toggle_and_a_drop_down(tmp_path):
     assert [o[2] for o in options] == [html.escape(n) for n in names]
     assert [o[0] for o in options if o[1]] == [str(names.index(choices.values["variant"]))]
     assert '<label class="ac-control ac-choice"><span>variant</span> <select>' in page
+
+
+def test_print_copies_only_for_the_frames_the_pdf_prints(monkeypatch):
+    """Issue #47: a print copy (render.PRINT_SCALE times the pixels) costs several frames'
+    time, so an explorer renders one only for each frame of its chapter's strip
+    (explorers.strips), by the rule the PDF builder prints them; a strip that no longer matches
+    its explorer fails the build when the chapter runs, naming the chapter."""
+    explorer = explorers.tiling_explorer(seq_lens=(8, 16), blocks=(4, 8))
+    data = json.loads(re.search(r'class="ac-frames">(.*?)</script>', static_html(explorer)).group(1))
+    wide = data["layouts"]["wide"]
+    chosen = strips.strip_frames("11_flash_attention", data["names"], data["labels"], data["start"],
+                                 wide["index"])
+    assert data["chapter"] == "11_flash_attention"
+    assert sorted(wide["print_images"]) == sorted(str(frame) for frame, _ in chosen)
+    assert len(chosen) == 4 < len(wide["images"])
+    uri = next(iter(wide["print_images"].values()))
+    printed = Image.open(io.BytesIO(base64.b64decode(uri.split(",", 1)[1])))
+    assert printed.size == (round(wide["width"] * PRINT_SCALE), round(wide["height"] * PRINT_SCALE))
+    explorer.chapter = None  # an explorer outside the book: each control at its ends
+    data = json.loads(re.search(r'class="ac-frames">(.*?)</script>', static_html(explorer)).group(1))
+    wide = data["layouts"]["wide"]
+    chosen = strips.strip_frames(None, data["names"], data["labels"], data["start"], wide["index"])
+    assert sorted(wide["print_images"]) == sorted(str(frame) for frame, _ in chosen)
+    explorer.chapter = "11_flash_attention"
+    monkeypatch.setitem(strips.STRIPS, "11_flash_attention", [{"block size": "5"}])
+    with pytest.raises(strips.StripError, match=r"^11_flash_attention: STRIPS setting \{'block size': '5'\}"):
+        static_html(explorer)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from bs4 import BeautifulSoup
+from PIL import Image
 
 from conftest import CHAPTERS, ROOT, need_chromium
 
@@ -291,6 +292,160 @@ def test_text_in_figures_is_at_least_7_pt_as_printed(book):
         if pt < 6.9:
             small.append(f"{img.get('alt', '')[:60]}: {pt:.1f} pt")
     assert not small, small
+
+
+def pdf_images(pdf: Path) -> list[dict]:
+    """``pdfimages -list`` of ``pdf``: page, size in px and effective resolution (px an inch
+    as placed on the page) of each image (soft masks left out: they follow their image)."""
+    out = subprocess.run(["pdfimages", "-list", str(pdf)], capture_output=True, text=True, check=True).stdout
+    rows = []
+    for line in out.splitlines()[2:]:
+        cols = line.split()
+        if cols[2] == "image":
+            rows.append({"page": int(cols[0]), "width": int(cols[3]), "height": int(cols[4]),
+                         "x_ppi": int(cols[12]), "y_ppi": int(cols[13])})
+    return rows
+
+
+def test_figures_and_frames_print_at_200_dpi_or_more(pdf):
+    """Every image in the PDF (figures, explorer frames, the title page's logo) has at least
+    200 px an inch at the size it is printed: the figures are their print copies
+    (attention_core.book.render.PRINT_SCALE), not the website's screen-resolution PNGs."""
+    images = pdf_images(pdf)
+    assert len(images) > 100
+    low = [f"page {i['page']}: {i['width']}x{i['height']} px at {i['x_ppi']}x{i['y_ppi']} ppi"
+           for i in images if min(i["x_ppi"], i["y_ppi"]) < 200]
+    assert not low, f"{len(low)} of {len(images)} images under 200 ppi as printed: {low[:8]}"
+
+
+def test_every_figure_and_frame_is_its_print_copy(book):
+    """The printed document shows each figure's and frame's print copy (several times the
+    website's pixels) at the size of the website's rendering, so text keeps its printed size."""
+    imgs = book.select("section.pdf-page img")
+    assert imgs
+    for img in imgs:
+        path = Path(img["src"].removeprefix("file://"))
+        with Image.open(path) as im:
+            natural = im.size[0]
+        assert natural >= 2 * int(img["width"]), (
+            f"{img.get('alt', '')[:60]}: {natural} px printed at {img['width']} CSS px")
+
+
+def _explorer(frames: int = 3, print_copies: bool = True) -> BeautifulSoup:
+    """A built explorer of one control, ``temperature τ``, as a page of the site has it."""
+    values = ["0.25", "1.0", "4.0", "8.0"][:frames]
+    wide = {"index": {str(k): k for k in range(frames)}, "images": [f"w{k}.png" for k in range(frames)],
+            "width": 720, "height": 340, "min_text_px": 10.41}
+    if print_copies:  # the frames of chapter 1's strip (attention_core.book.explorers.strips)
+        wide.update(print_images={str(k): f"p{k}.png" for k in range(frames)}, print_scale=2.5)
+    data = {"layouts": {"wide": wide}, "names": ["temperature τ"], "labels": [values], "alt": "Weights.",
+            "start": [1], "chapter": "01_attention_basics"}
+    return BeautifulSoup(
+        '<div class="ac-explorer"><img class="ac-frame" src="w1.png" '
+        'alt="Weights. Shown: temperature τ 1.0.">'
+        f'<script type="application/json" class="ac-frames">{json.dumps(data)}</script></div>', "html.parser")
+
+
+def test_a_strip_prints_the_print_copies_of_its_frames(monkeypatch):
+    monkeypatch.setitem(pdf_edition.STRIPS, "01_attention_basics",
+                        [{"temperature τ": v} for v in ("0.25", "1.0", "4.0")])
+    soup = _explorer()
+    strip = pdf_edition.explorer_strip(soup, soup.select_one("div.ac-explorer"), "01_attention_basics")
+    assert [img["src"] for img in strip.select("img")] == ["p0.png", "p1.png", "p2.png"]
+    assert {img["width"] for img in strip.select("img")} == {"720"}  # printed at the website's size
+
+
+@pytest.mark.parametrize("setting, says", [
+    ({"temperature": "1.0"}, "STRIPS names the control(s) ['temperature']"),  # a control renamed
+    ({"temperature τ": "1.5"}, "is not one of the explorer's values"),  # a value gone
+    ({"temperature τ": "0.25"}, "shows the same frame as another one"),  # a frame twice
+])
+def test_a_strip_that_no_longer_matches_its_explorer_fails_naming_the_chapter(monkeypatch, setting, says):
+    monkeypatch.setitem(pdf_edition.STRIPS, "01_attention_basics", [{"temperature τ": "0.25"}, setting])
+    soup = _explorer()
+    with pytest.raises(pdf_edition.PrintError, match=re.escape(says)) as error:
+        pdf_edition.explorer_strip(soup, soup.select_one("div.ac-explorer"), "01_attention_basics")
+    assert str(error.value).startswith("01_attention_basics: ")
+
+
+def test_a_strip_of_a_renamed_chapter_or_without_print_copies_fails(monkeypatch):
+    with pytest.raises(pdf_edition.PrintError, match="^01_attention_basics: STRIPS lists frames"):
+        pdf_edition.check_strips_used(set(pdf_edition.STRIPS) - {"01_attention_basics"})
+    pdf_edition.check_strips_used(set(pdf_edition.STRIPS))
+    soup = _explorer(print_copies=False)
+    with pytest.raises(pdf_edition.PrintError, match="^01_attention_basics: the explorer .* no print copy"):
+        pdf_edition.explorer_strip(soup, soup.select_one("div.ac-explorer"), "01_attention_basics")
+
+
+def test_a_strip_of_another_chapter_than_the_explorer_was_rendered_for_fails(monkeypatch):
+    """The explorer rendered print copies for its own chapter's strip only: printed on a page
+    whose strip picks other frames, the build fails naming the page's chapter."""
+    monkeypatch.setitem(pdf_edition.STRIPS, "02_scaling",
+                        [{"temperature τ": v} for v in ("0.25", "4.0", "8.0")])
+    soup = _explorer(frames=4)
+    data = json.loads(soup.select_one("script").string)
+    del data["layouts"]["wide"]["print_images"]["3"]
+    soup.select_one("script").string = json.dumps(data)
+    with pytest.raises(pdf_edition.PrintError, match=r"^02_scaling: .* \[\['8.0'\]\]: it was rendered for "
+                                                     "the strip of 01_attention_basics"):
+        pdf_edition.explorer_strip(soup, soup.select_one("div.ac-explorer"), "02_scaling")
+
+
+def test_a_figure_without_its_print_copy_fails_naming_the_chapter(tmp_path):
+    page = tmp_path / "chapters" / "02_scaling.html"
+    page.parent.mkdir()
+    page.write_text('<html><head></head><body><article class="bd-article"><h1>Scaling</h1>'
+                    '<div class="ac-figure"><picture><img src="f.png" width="720" alt="Logits."></picture>'
+                    '</div></article></body></html>', encoding="utf-8")
+    with pytest.raises(pdf_edition.PrintError, match="^02_scaling: the figure 'Logits.' has no print copy"):
+        pdf_edition.page_section("chapters/02_scaling", tmp_path, "https://example.org/", False)
+    page.write_text(page.read_text().replace('src="f.png"', 'src="f.png" data-print-src="f-print.png"'))
+    section = pdf_edition.page_section("chapters/02_scaling", tmp_path, "https://example.org/", False)
+    assert section.select_one("img")["src"].endswith("/chapters/f-print.png")
+
+
+# ---------------------------------------------------------------- code
+def test_code_lines_keep_text_highlighting_and_hang_under_their_indent():
+    soup = BeautifulSoup('<pre><span></span><span class="k">def</span> <span class="nf">f</span>():\n'
+                         '    <span class="sd">"""One.\n\n    Two."""</span>\n'
+                         '    <span class="k">return</span> <a href="#x">g</a>(1)\n</pre>', "html.parser")
+    pre = soup.pre
+    before = pre.get_text()
+    pdf_edition.code_lines(soup, pre)
+    lines = pre.select(":scope > span.pdf-code-line")
+    assert pre.get_text() == before  # the same characters, leading spaces and newlines included
+    assert [line.get_text() for line in lines] == ['def f():\n', '    """One.\n', '\n', '    Two."""\n',
+                                                   '    return g(1)\n']
+    assert [line["style"] for line in lines] == ["--hang:4ch", "--hang:8ch", "--hang:4ch", "--hang:8ch",
+                                                 "--hang:8ch"]
+    assert lines[3].select_one("span.sd").get_text() == '    Two."""'  # a docstring cut at each line
+    assert lines[4].select_one('a[href="#x"]').get_text() == "g"
+
+
+def test_printed_code_is_the_websites_code(book, site):
+    """Every code block of a chapter is printed line by line (wrapped lines hang under their
+    indentation) with the website's characters: nothing lost, nothing added."""
+    for chapter in ("01_attention_basics", "10_positional_encoding"):
+        soup = BeautifulSoup((site / f"chapters/{chapter}.html").read_text(encoding="utf-8"), "html.parser")
+        on_site = [pre.get_text() for pre in soup.select("article.bd-article pre")]
+        section = book.select_one(f'section[data-docname="chapters/{chapter}"]')
+        printed = section.select("pre")
+        assert [pre.get_text() for pre in printed] == on_site, chapter
+        assert all(child.name == "span" and "pdf-code-line" in child["class"]
+                   for pre in printed for child in pre.children), chapter
+
+
+# ---------------------------------------------------------------- the bibliography
+def test_bibliography_labels_line_up(pdf, ranges):
+    """Every label [n] of the bibliography starts at the same x (a one-line entry no longer
+    lets the next label float beside its own)."""
+    first, last = ranges["bibliography"]
+    out = subprocess.run(["pdftotext", "-bbox", "-f", str(first), "-l", str(last), str(pdf), "-"],
+                         capture_output=True, text=True, check=True).stdout
+    labels = [(w, float(x)) for x, w in re.findall(r'<word xMin="([\d.]+)"[^>]*>(\[\d+\])</word>', out)]
+    assert len(labels) >= 70, labels[:5]
+    xs = {round(x) for _, x in labels}
+    assert max(xs) - min(xs) <= 1, [lab for lab in labels if round(lab[1]) != min(xs)][:8]
 
 
 # ---------------------------------------------------------------- fonts

@@ -76,13 +76,14 @@ def test_website_gets_a_picture_with_both_renderings(website, figure):
 def test_the_site_extension_writes_figure_renderings_as_files(tmp_path, figure):
     page = figure.to_html()
     uris = re.findall(r"data:image/png;base64,[A-Za-z0-9+/=]+", page)
-    assert len(uris) == 2
+    assert len(uris) == 3  # the wide and narrow renderings, the wide one's print copy (the PDF's)
     out = explorer_frames.externalise(page, str(tmp_path), "chapters")
     assert "data:image" not in out
     files = sorted((tmp_path / "_static" / "explorer-frames").iterdir())
     assert {f.read_bytes() for f in files} == {base64.b64decode(u.split(",", 1)[1]) for u in uris}
     assert re.search(r'srcset="\.\./_static/explorer-frames/[0-9a-f]{16}\.png"', out)
     assert re.search(r'<img src="\.\./_static/explorer-frames/[0-9a-f]{16}\.png"', out)
+    assert re.search(r'data-print-src="\.\./_static/explorer-frames/[0-9a-f]{16}\.png"', out)
 
 
 def test_pyplot_figures_are_measured_on_the_website():

@@ -11,6 +11,7 @@ and the explorers (:mod:`~attention_core.book.explorers`).
   checks) and calls a ``draw(fig, layout)`` on it (:func:`call_draw`).
 * The encoding: :func:`png_bytes` from the drawn canvas (an explorer's frames),
   :func:`save_png` through ``savefig`` (a static figure, cropped like Jupyter's),
+  :func:`print_png` the print copy of a figure or frame (:data:`PRINT_SCALE`),
   :func:`quantised_png` for images stored in a page, :func:`data_uri` to put one there.
 """
 
@@ -49,6 +50,13 @@ LAYOUT_STYLE = {
                       "figure.titlesize": 9}},
 }
 """The dpi, figure width (inches) and rcParams a figure draws under, for each layout."""
+
+PRINT_SCALE = 2.5
+"""The print copy of a wide rendering (what the PDF edition prints, ``_ext/pdf_edition.py``)
+has this many times its pixels each way: the same figure saved at 2.5 times its dpi, same
+layout, same text in points. The PDF shows it at the wide rendering's CSS size or smaller
+(96 CSS px an inch), so it prints at 240 px an inch or more (the print floor is 200). The
+website's pages never load it (``data-print-src``, an explorer's ``print_images``)."""
 
 FIGSIZE = (7.2, 3.4)
 """The default size of a wide figure in inches; 7.2 inches make 720 px at the wide dpi."""
@@ -164,24 +172,52 @@ def png_bytes(fig: Figure, small: bool = False, draw: bool = True) -> bytes:
     return out.getvalue()
 
 
-def save_png(figure: Figure, small: bool = True, tight: bool = False) -> dict[str, Any]:
-    """Save ``figure`` as PNG on a white background, recording its smallest text.
-    Returns ``{"png", "width", "height", "min_text_px"}`` (``min_text_px`` is ``None``
-    when it drew no text); ``small`` quantises (:func:`quantised_png`), ``tight`` crops to
-    the drawn content (as Jupyter's inline backend does). The figure keeps its own canvas."""
+def _savefig(figure: Figure, tight: bool, scale: float,
+             compress_level: int | None = None) -> tuple[bytes, float]:
+    """``figure`` saved as PNG (``savefig``; zlib's ``compress_level``, default 6) on a white
+    background at ``scale`` times its dpi, on a canvas of its own that records the smallest
+    text (px of the saved image); the figure keeps its own canvas, drawn as it was. Returns
+    the PNG and that text size."""
+    if not scale > 0:
+        raise ValueError(f"scale must be > 0, got {scale!r}")
     old = figure.canvas
     canvas = recording_canvas(figure)
     try:
         raw = io.BytesIO()
-        figure.savefig(raw, format="png", dpi=figure.dpi, bbox_inches="tight" if tight else None,
-                       facecolor="white")
+        figure.savefig(raw, format="png", dpi=figure.dpi * scale, bbox_inches="tight" if tight else None,
+                       facecolor="white",
+                       pil_kwargs=None if compress_level is None else {"compress_level": compress_level})
     finally:
         figure.set_canvas(old)
-    image = Image.open(io.BytesIO(raw.getvalue()))
-    text_px = canvas.text_px
-    return {"png": quantised_png(image) if small else raw.getvalue(),
+    return raw.getvalue(), canvas.text_px
+
+
+def save_png(figure: Figure, small: bool = True, tight: bool = False, scale: float = 1.0) -> dict[str, Any]:
+    """Save ``figure`` as PNG on a white background, recording its smallest text.
+    Returns ``{"png", "width", "height", "min_text_px"}`` (``min_text_px`` is ``None``
+    when it drew no text; px of the saved image); ``small`` quantises (:func:`quantised_png`),
+    ``tight`` crops to the drawn content (as Jupyter's inline backend does), ``scale`` (> 0)
+    saves at that many times the figure's dpi. The figure keeps its own canvas, drawn as
+    it was."""
+    raw, text_px = _savefig(figure, tight, scale)
+    image = Image.open(io.BytesIO(raw))
+    return {"png": quantised_png(image) if small else raw,
             "width": image.size[0], "height": image.size[1],
             "min_text_px": round(text_px, 2) if math.isfinite(text_px) else None}
+
+
+def print_png(figure: Figure, tight: bool = False) -> bytes:
+    """The print copy of the wide rendering of ``figure`` (a static figure's or an
+    explorer's frame, as drawn now): the figure saved at :data:`PRINT_SCALE` times its dpi,
+    ``tight`` as its rendering was, as a PNG of 256 colours (median cut, as
+    :func:`quantised_png`: a fast octree palette would be 0.1 s quicker but bands a colour
+    bar into about 40 steps). Encoded for speed: an uncompressed PNG in between and plain
+    compression, not an optimised one (0.4 s a copy, not :func:`save_png`'s 0.55 s, for a
+    file a few per cent larger)."""
+    raw, _ = _savefig(figure, tight, PRINT_SCALE, compress_level=0)
+    out = io.BytesIO()
+    Image.open(io.BytesIO(raw)).convert("RGB").quantize(256).save(out, format="PNG")
+    return out.getvalue()
 
 
 def data_uri(png: bytes) -> str:

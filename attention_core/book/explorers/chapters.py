@@ -74,6 +74,7 @@ def basics_explorer(tokens: Sequence[str], temperatures=(0.25, 0.5, 1.0, 2.0, 4.
         {"temperature": temperatures, "tokens_shown": list(range(2, len(tokens) + 1))},
         initial={"temperature": preferred(temperatures, 1.0), "tokens_shown": len(tokens)},
         labels={"temperature": "temperature τ"}, figsize=(7.2, 3.4), narrow_figsize=(3.5, 6.4),
+        chapter="01_attention_basics",
         alt="Attention heatmap of the sentence and the entropy of each row.")
 
 
@@ -94,6 +95,7 @@ def scaling_explorer(d_ks=(1, 4, 16, 64, 256, 1024), num_keys: int = 16) -> Expl
         compute, {"d_k": d_ks, "scaling": ["on", "off"]}, initial={"d_k": preferred(d_ks, 64)},
         labels={"d_k": "key width d_k", "scaling": "divide by √d_k"},
         figsize=(7.2, 3.1), narrow_figsize=(3.5, 7.0),  # with its controls, within a 844 px tall phone
+        chapter="02_scaling",
         alt="Histogram of dot-product scores, one softmax row, and the mean row entropy "
             "against d_k, with and without the 1/sqrt(d_k) scaling.")
 
@@ -119,6 +121,7 @@ def self_attention_explorer(tokens: Sequence[str], d_models=(4, 8, 16, 32, 64), 
         {"d_model": d_models, "tokens_shown": list(range(2, len(tokens) + 1))},
         initial={"d_model": preferred(d_models, 16), "tokens_shown": len(tokens)},
         figsize=(7.2, 3.4), narrow_figsize=(3.5, 6.4),
+        chapter="03_self_attention",
         alt="Self-attention heatmap with random projections and the entropy of each row.")
 
 
@@ -146,6 +149,7 @@ def masking_explorer(tokens: Sequence[str], d_model: int = 16) -> Explorer:
         initial={"tokens_shown": len(tokens), "padding": 2, "causal": "on"},
         labels={"padding": "padded keys", "causal": "causal mask"},
         figsize=(7.2, 3.4), narrow_figsize=(3.5, 6.4),
+        chapter="05_masking",
         alt="Attention weights under a padding mask and an optional causal mask, and the "
             "entropy of each row; masked entries are exactly zero.")
 
@@ -175,6 +179,7 @@ def heads_explorer(models: Mapping[int, Any], seq_len: int, vocab_size: int,
         initial={"num_heads": sorted(models)[-1]}, labels={"num_heads": "heads",
                                                            "example": "test example"},
         figsize=(7.2, 4.6), narrow_figsize=(3.5, 6.6),
+        chapter="04_multi_head",
         alt="One attention heatmap per head of the trained tiny transformer on a test "
             "sequence, and each head's mean row entropy.")
 
@@ -207,6 +212,7 @@ def block_explorer(depths=(2, 4, 8, 16, 32), seed: int = 0) -> Explorer:
         compute, {"norm": ["pre-norm", "post-norm"], "depth": depths},
         initial={"depth": preferred(depths, 16)},
         labels={"norm": "norm placement", "depth": "blocks"}, figsize=(7.2, 3.2), narrow_figsize=(3.5, 6.2),
+        chapter="06_transformer_block",
         alt="The size of the residual stream after each block and the gradient norm of each "
             "block's weights, for a pre-norm or post-norm stack of the chosen depth.")
 
@@ -228,6 +234,7 @@ def kv_sharing_explorer(num_heads: int = 32, head_dim: int = 128, num_layers: in
         initial={"num_kv_heads": preferred(kv_options, 8), "context": preferred(contexts, 4096)},
         labels={"num_kv_heads": "key/value heads", "context": "context (tokens)"},
         figsize=(7.2, 3.0), narrow_figsize=(3.5, 5.2),
+        chapter="09_mqa_gqa",
         alt="Diagram of which query heads share each key/value head, and the KV cache size "
             "against context length.")
 
@@ -247,6 +254,7 @@ def kv_memory_explorer(contexts=(1024, 8192, 65536, 262144), **shape) -> Explore
         initial={"variant": preferred(list(layouts), "MLA"), "context": preferred(contexts, 65536)},
         labels={"variant": "variant", "context": "context (tokens)"},
         figsize=(7.2, 3.4), narrow_figsize=(3.5, 6.2),
+        chapter="12_modern_llms",
         alt="KV cache size in GiB against context length for MHA, GQA, MQA, MLA, sliding "
             "window, sinks and cross-layer sharing, and a bar per variant at one context.")
 
@@ -271,6 +279,7 @@ def positional_explorer(d_models=(16, 32, 64, 128), bases=(100.0, 1000.0, 10000.
         compute, {"d_model": d_models, "base": bases, "positions": positions},
         initial={"d_model": preferred(d_models, 64), "base": bases[-1], "positions": positions[-1]},
         figsize=(7.2, 3.2), narrow_figsize=(3.5, 6.0),
+        chapter="10_positional_encoding",
         alt="Heatmap of the sinusoidal position encoding (positions by dimensions) and the "
             "dot product of two encodings against their distance.")
 
@@ -322,6 +331,7 @@ def tiling_explorer(seq_lens=(8, 16, 32), blocks=(2, 4, 8), seed: int = 0) -> Ex
                  "key_blocks_done": preferred(range(1, seq_len // block + 1), 2)},
         labels={"seq_len": "sequence length L", "block": "block size", "key_blocks_done": "key blocks read"},
         figsize=(7.2, 3.6), narrow_figsize=(3.5, 6.6),
+        chapter="11_flash_attention",
         alt="Grid of score tiles coloured by state (done, current, pending) for one query "
             "block, and the running maximum and running sum of one row after each key block.")
 
@@ -362,6 +372,7 @@ def sparse_mask_explorer(lengths=(32, 64), sizes=(2, 4, 8), num_globals=(0, 2),
         labels={"L": "length L", "size": "window or stride", "num_global": "global tokens",
                 "num_random": "random keys"},
         figsize=(7.2, 3.4), narrow_figsize=(3.5, 5.8),  # with its five controls, within a 844 px tall phone
+        chapter="08_sparse_linear",
         alt="A sparse attention mask (query by key positions) and, for each position, the "
             "number of layers until the last token depends on it.")
 
@@ -422,6 +433,7 @@ def alignment_explorer(models: Mapping[str, Any], sentences: Sequence[str]) -> A
         {"sentence": list(sentences), "model": list(models)}, figsize=(5.6, 4.6),
         narrow_figsize=(3.5, 3.8),
         labels={"sentence": "source sentence"},
+        chapter="07_bahdanau_luong",
         alt="Alignment heatmap of a trained encoder-decoder: the weight of each source word "
             "when producing each output word.")
 
@@ -460,6 +472,7 @@ def pretrained_explorer(model, tokenizer, sentences: Sequence[str]) -> Explorer:
         {"sentence": list(sentences), "layer": list(range(1, num_layers + 1))},
         layout_at={"sentence": longest},
         figsize=(7.2, 3.7), narrow_figsize=(3.5, 7.0),  # with its controls, within a 844 px tall phone
+        chapter="13_pretrained_model",
         alt="For one layer of a pretrained BERT encoder: the mean weight each token receives "
             "in each of the 12 heads, and the layer's attention weights averaged over heads.")
 
@@ -502,5 +515,6 @@ def smollm_explorer(model, tokenizer, prompts: Sequence[str], heads: Sequence[in
                 max_tokens=max(len(r[1]) for r in runs.values())), compute, controls,
         initial={"layer": initial_layer}, layout_at={"prompt": longest} if len(prompts) > 1 else None,
         figsize=(7.2, 3.7), narrow_figsize=(3.5, 7.0),
+        chapter="14_real_llm",
         alt="For one layer of SmolLM2: the mean weight each token receives in each of the 9 "
             "heads, and the attention map of one head of the layer.")

@@ -151,6 +151,9 @@ class Explorer:
         layout_at: the control values at which each layout is laid out, once (default:
             ``initial``): the state with the longest labels, so that every frame's text
             fits the room the layout left for it.
+        chapter: the book's chapter that shows it (its notebook's name): which of its
+            frames the PDF edition prints (:data:`~attention_core.book.explorers.strips.STRIPS`;
+            ``None``, an explorer outside the book: each control at its ends).
     """
 
     def __init__(self, draw: Draw, compute: Callable[..., Mapping[str, Any]],
@@ -158,7 +161,7 @@ class Explorer:
                  initial: Mapping[str, Any] | None = None,
                  labels: Mapping[str, str] | None = None, figsize=FIGSIZE,
                  narrow_figsize=None, dpi: int | None = None, alt: str = "Interactive figure.",
-                 layout_at: Mapping[str, Any] | None = None):
+                 layout_at: Mapping[str, Any] | None = None, chapter: str | None = None):
         if not controls:
             raise ValueError("controls must name at least one control, got none")
         self._specs = {name: spec if callable(spec) else list(spec) for name, spec in controls.items()}
@@ -180,7 +183,7 @@ class Explorer:
             if name not in self._specs or value not in self.options(name, {**self.values, **layout_at}):
                 raise ValueError(f"layout_at: {name}={value!r} is not a control's value")
             self._layout_at[name] = value
-        self.compute, self.alt, self.draw = compute, alt, draw
+        self.compute, self.alt, self.draw, self.chapter = compute, alt, draw, chapter
         self.figsizes = layout_figsizes(figsize, narrow_figsize)
         self.dpi = dpi or LAYOUT_STYLE["wide"]["dpi"]
         self._layouts: dict[str, Layout] = {}

@@ -22,11 +22,14 @@ from importlib.resources import files
 
 from ..render import (
     LAYOUTS,
+    PRINT_SCALE,
     FigureTextError,
     check_shown_size,
     data_uri,
     png_bytes,
+    print_png,
 )
+from .strips import strip_frames, strip_keys
 
 BREAKPOINT_PX = 560
 """An explorer shown narrower than this (CSS px) uses the narrow layout."""
@@ -85,8 +88,15 @@ def render_frames(explorer, layouts=LAYOUTS, encode: bool = True, check: bool = 
     Returns layout -> ``{"index": {"i,j,..": frame}, "images": [data URI],
     "width", "height", "min_text_px"}`` where ``images`` holds the distinct frames
     and ``min_text_px`` is the smallest text drawn on any of them (px at the image's
-    natural size). ``encode=False`` skips the PNGs: ``images`` then holds a hash of
-    each distinct frame's pixels (quicker, for checks). The explorer is left where it was.
+    natural size). The wide layout also has ``"print_images"``, the print copies
+    (:data:`~attention_core.book.render.PRINT_SCALE` times the pixels each way, for the PDF
+    edition; the player never loads them) of the frames the explorer's chapter prints
+    (:mod:`~attention_core.book.explorers.strips`, 3 to 6 of them; a
+    :class:`~attention_core.book.explorers.strips.StripError` names the chapter whose strip no
+    longer matches the explorer): distinct frame (as a string) -> data URI, and
+    ``"print_scale"``. ``encode=False`` skips the PNGs: ``images`` then holds a hash of
+    each distinct frame's pixels (quicker, for checks), and there are no print copies.
+    The explorer is left where it was.
 
     ``check`` (the website's build): every frame's text is checked
     (:func:`~attention_core.book.render.text_problems`: nothing cut at the image's edge,
@@ -96,6 +106,9 @@ def render_frames(explorer, layouts=LAYOUTS, encode: bool = True, check: bool = 
     layout and the control values of each frame at fault.
     """
     problems = []
+    printing = encode and "wide" in layouts
+    strip = strip_of(explorer) if printing else None
+    wanted = {key for key, _ in strip_keys(explorer.chapter, *strip)} if printing else set()
     figures = {name: explorer.layout(name) for name in layouts}
     out = {name: {"index": {}, "images": [], "_seen": {}} for name in layouts}
     for layout in figures.values():
@@ -117,11 +130,18 @@ def render_frames(explorer, layouts=LAYOUTS, encode: bool = True, check: bool = 
                 seen[frame] = len(seen)
                 out[name]["images"].append(data_uri(frame) if encode else frame)
             out[name]["index"][key] = seen[frame]
+            printed = out[name].setdefault("print_images", {}) if printing and name == "wide" else None
+            if printed is not None and key in wanted and str(seen[frame]) not in printed:
+                printed[str(seen[frame])] = data_uri(print_png(layout.figure))  # as drawn now
+    if printing:
+        strip_frames(explorer.chapter, *strip, out["wide"]["index"])  # a frame printed twice
     start = explorer.compute(**explorer.values)
     for name, layout in figures.items():
         del out[name]["_seen"]
         width, height = layout.size
         out[name].update(width=width, height=height, min_text_px=round(layout.min_text_px, 2))
+        if "print_images" in out[name]:
+            out[name]["print_scale"] = PRINT_SCALE
         layout.show(start)  # back to where it was (the live view's figure is one of them)
         if check:
             try:
@@ -139,6 +159,13 @@ def frames(explorer, layout: str = "wide") -> tuple[dict[str, int], list[str]]:
     the list of distinct frames (data URIs) of one layout."""
     rendered = render_frames(explorer, (layout,))[layout]
     return rendered["index"], rendered["images"]
+
+
+def strip_of(explorer) -> tuple[list[str], list, list[int]]:
+    """What :mod:`~attention_core.book.explorers.strips` reads of an explorer: its controls'
+    labels, each control's shown values (``_labels``) and the indices it starts at."""
+    return (list(explorer.labels.values()), [_labels(explorer, n) for n in explorer.controls],
+            [explorer.controls[n].index(v) for n, v in explorer.values.items()])
 
 
 def _labels(explorer, name: str):
@@ -189,9 +216,9 @@ def static_html(explorer) -> str:
     both layouts, and the player."""
     layouts = render_frames(explorer)
     dom_id = f"ac-explorer-{uuid.uuid4().hex[:8]}"
+    names, labels, start = strip_of(explorer)
     data = {"layouts": layouts, "breakpoint": BREAKPOINT_PX, "alt": explorer.alt,
-            "names": list(explorer.labels.values()),
-            "labels": [_labels(explorer, n) for n in explorer.controls]}
+            "names": names, "labels": labels, "start": start, "chapter": explorer.chapter}
     controls = "".join(_control(explorer.labels[n], explorer.controls[n], explorer.values[n], labels)
                        for n, labels in zip(explorer.controls, data["labels"]))
     wide = layouts["wide"]

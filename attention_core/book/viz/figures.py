@@ -13,7 +13,9 @@ What a notebook shows:
   ``<picture>`` whose ``<source media="(max-width: 600px)">`` is the narrow rendering
   and whose ``<img>`` is the wide one, with alt text, natural sizes, and per rendering
   ``data-min-text-px`` (the smallest text drawn, px at natural size) and
-  ``data-panels-across`` (panels side by side), which the site's tests read. The
+  ``data-panels-across`` (panels side by side), which the site's tests read, and
+  ``data-print-src``, the wide rendering's print copy
+  (:data:`~attention_core.book.render.PRINT_SCALE`), which only the PDF edition loads. The
   browser fetches only the rendering it shows; ``_ext/explorer_frames.py`` writes the
   PNGs to files.
 
@@ -51,6 +53,7 @@ from ..render import (
     draw_layout,
     layout_figsizes,
     layout_rc,
+    print_png,
     save_png,
     shown_text_px,
     text_problems,
@@ -113,17 +116,21 @@ def _attrs(rendering: Mapping[str, Any], layout: str) -> str:
             f'{text} data-panels-across="{rendering["panels_across"]}"')
 
 
-def picture_html(renderings: Mapping[str, Mapping[str, Any]], alt: str) -> str:
+def picture_html(renderings: Mapping[str, Mapping[str, Any]], alt: str,
+                 print_copy: bytes | None = None) -> str:
     """The website's view: a ``<picture>`` with the narrow rendering (if any) for
-    phones and the wide one for everything else."""
+    phones and the wide one for everything else; ``print_copy``, the wide one's print
+    copy (:func:`~attention_core.book.render.print_png`), goes in ``data-print-src``,
+    which no browser loads on its own."""
     wide = renderings["wide"]
+    printed = "" if print_copy is None else f' data-print-src="{data_uri(print_copy)}"'
     source = ""
     if "narrow" in renderings:
         narrow = renderings["narrow"]
         source = (f'<source media="{NARROW_MEDIA}" srcset="{data_uri(narrow["png"])}" '
                   f'{_attrs(narrow, "narrow")}>')
     return (f'<div class="ac-figure"><picture>{source}'
-            f'<img src="{data_uri(wide["png"])}" {_attrs(wide, "wide")} loading="lazy" '
+            f'<img src="{data_uri(wide["png"])}" {_attrs(wide, "wide")}{printed} loading="lazy" '
             f'style="max-width:100%;height:auto" alt="{html.escape(alt)}"></picture></div>')
 
 
@@ -168,8 +175,11 @@ class StaticFigure:
     def to_html(self) -> str:
         """The website's view: both renderings in a ``<picture>``, each checked
         (:meth:`checked_render`; a :class:`~attention_core.book.render.FigureTextError`
-        names the figure and what is wrong)."""
-        return picture_html({name: self.checked_render(name) for name in LAYOUTS}, self.alt)
+        names the figure and what is wrong), and the wide one's print copy."""
+        renderings = {name: self.checked_render(name) for name in LAYOUTS}
+        with layout_rc("wide"):
+            printed = print_png(self.layout("wide"))
+        return picture_html(renderings, self.alt, printed)
 
     def show(self) -> None:
         """Display the figure (as ``plt.show()`` does for a pyplot figure)."""
@@ -300,8 +310,9 @@ def plain_figure_html(fig: Figure) -> str:
     """The website's view of a pyplot figure (:func:`plain_figure_renderings`), with
     its smallest text and panels across recorded; a figure whose text is cut, overlaps
     another panel or is too small raises a :class:`~attention_core.book.render.FigureTextError`
-    naming it, which fails the build (``_ext/website_kernel.py``)."""
-    return picture_html(plain_figure_renderings(fig), figure_alt(fig))
+    naming it, which fails the build (``_ext/website_kernel.py``); with the wide rendering's
+    print copy."""
+    return picture_html(plain_figure_renderings(fig), figure_alt(fig), print_png(fig, tight=True))
 
 
 def install_website_figures() -> bool:
