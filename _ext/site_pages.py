@@ -14,10 +14,11 @@
   search index and its code are loaded by the search page only.
 * ``index.html`` is the landing page itself (jupyter-book writes a bare redirect), and
   ``favicon.ico`` exists, since browsers ask for it whatever the page links.
-* A page of more than ``LAZY_ELEMENTS`` elements (chapter 8, the API page) has its article
-  marked ``ac-lazy-sections``: ``book.css`` renders its sections below the screen lazily.
-  The theme's loop that makes scrollable boxes keyboard stops skips boxes in sections the
-  browser has not rendered yet and runs again when one is rendered (``lazy_tab_stops``).
+* Every page has its article marked ``ac-lazy-sections``: ``book.css`` renders its sections
+  below the screen lazily, and ``lazy_sections.js`` (inlined) renders the rest in small idle
+  tasks once the page has loaded, so that a settled page is all laid out. The theme's loop
+  that makes scrollable boxes keyboard stops skips boxes in sections the browser has not
+  rendered yet and runs again when one is rendered (``lazy_tab_stops``).
 * A display equation is a box that scrolls sideways when it is wider than the column (a
   phone): it is a keyboard stop (``tabindex="0"``, ``role="group"``, an ``aria-label``), so a
   reader without a pointer can scroll it too.
@@ -322,25 +323,26 @@ def accessible(output: str) -> str:
     return output.replace(CITATION_LIST_ROLE, '<div class="citation-list">')
 
 
-# A page whose article holds more elements than this renders its sections below the screen
-# lazily (book.css, "ac-lazy-sections"): chapter 8 (14,500 elements, typeset equations and
-# highlighted code) and the API page; the other chapters hold 3,300 to 8,400. Not every page:
-# a section not yet rendered is a 900 px box whatever it holds, and tools that read the
-# geometry of what is not rendered (Lighthouse's contrast audit, axe-core) measured its text
-# on a neighbour's background. The price, measured (issue 46): a lighter chapter lays out
-# all of itself at load, and its Lighthouse performance on a phone drops by several points.
-LAZY_ELEMENTS = 10_000
+# Every page renders its sections below the screen lazily (book.css, "ac-lazy-sections"), and
+# once it has loaded renders the rest in small idle tasks (lazy_sections.js, inlined after the
+# article): the first paint lays out the top of the page only (chapter 8 has 14,500 elements,
+# typeset equations and highlighted code), and a settled page is all laid out, so tools that
+# read the geometry of what is rendered (Lighthouse's contrast audit, axe-core) measure text
+# on its own background. Measured on a phone (Lighthouse mobile, issue 46): see
+# benchmarks/results.json, "lighthouse".
 ARTICLE = re.compile(r'<article class="bd-article">(.*?)</article>', re.S)
 LAZY_CLASS = "ac-lazy-sections"
+LAZY_SCRIPT = (HERE / "lazy_sections.js").read_text(encoding="utf-8")
 
 
 def lazy_sections(output: str) -> str:
-    """Marks the article of a page with more than LAZY_ELEMENTS elements as lazily rendered."""
+    """Marks the article of a page as lazily rendered and adds the script that renders the
+    rest of it once the page has loaded."""
     article = ARTICLE.search(output)
-    if not article or len(re.findall(r"<[a-zA-Z]", article[1])) <= LAZY_ELEMENTS:
+    if not article:
         return output
     return (output[:article.start()] + f'<article class="bd-article {LAZY_CLASS}">'
-            + output[article.start(1):])
+            + article[1] + f"</article>\n<script>{LAZY_SCRIPT}</script>" + output[article.end():])
 
 
 def postprocess(app, pagename: str, output: str) -> str:
