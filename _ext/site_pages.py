@@ -476,8 +476,9 @@ def readable_by_all(out: Path) -> None:
 # sections below the screen lazily (content-visibility: auto), and a size read inside one
 # forces it to be laid out: on chapter 8 the loop laid out the whole page again, 170 ms of a
 # phone's main thread. The patched loop leaves a box in a skipped section alone until its
-# section is rendered (the "contentvisibilityautostatechange" event runs the check again),
-# so every box that scrolls is still a keyboard stop once a reader can see it.
+# section is rendered (the "contentvisibilityautostatechange" event runs the check again;
+# lazy_sections.js sends one when it has rendered every section), so every box that scrolls
+# is still a keyboard stop once a reader can see it.
 THEME_SCRIPT = "_static/scripts/pydata-sphinx-theme.js"
 TAB_STOPS = ".forEach(e=>{e.tabIndex=e.scrollWidth>e.clientWidth||e.scrollHeight>e.clientHeight?0:-1})"
 TAB_STOPS_LAZY = (".forEach(e=>{e.checkVisibility({contentVisibilityAuto:!0})"
