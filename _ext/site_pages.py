@@ -15,8 +15,9 @@
 * ``index.html`` is the landing page itself (jupyter-book writes a bare redirect), and
   ``favicon.ico`` exists, since browsers ask for it whatever the page links.
 * Every page has its article marked ``ac-lazy-sections``: ``book.css`` renders its sections
-  below the screen lazily, and ``lazy_sections.js`` (inlined) renders the rest in small idle
-  tasks once the page has loaded, so that a settled page is all laid out. The theme's loop
+  below the screen lazily, and on every page but the two heaviest ``lazy_sections.js``
+  (inlined) renders the rest in small idle tasks once the page has loaded, so that a
+  settled page is all laid out. The theme's loop
   that makes scrollable boxes keyboard stops skips boxes in sections the browser has not
   rendered yet and runs again when one is rendered (``lazy_tab_stops``).
 * A display equation is a box that scrolls sideways when it is wider than the column (a
@@ -323,26 +324,33 @@ def accessible(output: str) -> str:
     return output.replace(CITATION_LIST_ROLE, '<div class="citation-list">')
 
 
-# Every page renders its sections below the screen lazily (book.css, "ac-lazy-sections"), and
-# once it has loaded renders the rest in small idle tasks (lazy_sections.js, inlined after the
-# article): the first paint lays out the top of the page only (chapter 8 has 14,500 elements,
-# typeset equations and highlighted code), and a settled page is all laid out, so tools that
-# read the geometry of what is rendered (Lighthouse's contrast audit, axe-core) measure text
-# on its own background. Measured on a phone (Lighthouse mobile, issue 46): see
-# benchmarks/results.json, "lighthouse".
+# Every page renders its sections below the screen lazily (book.css, "ac-lazy-sections"): the
+# first paint lays out the top of the page only. A page of at most RENDER_AFTER_LOAD elements
+# (every page but chapter 8, 14,500 of typeset equations and highlighted code, and the API
+# page, 18,900) then renders the rest in small idle tasks once it has loaded
+# (lazy_sections.js, inlined after the article), so that a settled page is all laid out and
+# tools that read the geometry of what is rendered (Lighthouse's contrast audit, axe-core)
+# measure text on its own background.
+# On the two heaviest pages (chapter 8, the API page) that rendering costs more main-thread
+# time than a phone can spare while the page loads, so they stay lazy until the reader
+# scrolls. Measured on a phone (Lighthouse mobile, issue 46): benchmarks/results.json,
+# "lighthouse".
 ARTICLE = re.compile(r'<article class="bd-article">(.*?)</article>', re.S)
 LAZY_CLASS = "ac-lazy-sections"
 LAZY_SCRIPT = (HERE / "lazy_sections.js").read_text(encoding="utf-8")
+RENDER_AFTER_LOAD = 10_000
 
 
 def lazy_sections(output: str) -> str:
-    """Marks the article of a page as lazily rendered and adds the script that renders the
-    rest of it once the page has loaded."""
+    """Marks the article of a page as lazily rendered and, on a page of at most
+    RENDER_AFTER_LOAD elements, adds the script that renders the rest once it has loaded."""
     article = ARTICLE.search(output)
     if not article:
         return output
+    light = len(re.findall(r"<[a-zA-Z]", article[1])) <= RENDER_AFTER_LOAD
+    script = f"\n<script>{LAZY_SCRIPT}</script>" if light else ""
     return (output[:article.start()] + f'<article class="bd-article {LAZY_CLASS}">'
-            + article[1] + f"</article>\n<script>{LAZY_SCRIPT}</script>" + output[article.end():])
+            + article[1] + "</article>" + script + output[article.end():])
 
 
 def postprocess(app, pagename: str, output: str) -> str:
