@@ -18,6 +18,7 @@
   const PART = 3000;
   const SPLIT = "section, dl, dd, div:not(.highlight, .math, .ac-explorer)"; // blocks of blocks
   const queue = [...article.querySelectorAll(":scope > section > section")];
+  if (!queue.length) return; // a page of one section (the glossary, the index): nothing waits
   const idle = window.requestIdleCallback || ((task) => setTimeout(task, 50));
 
   // Still a placeholder: the browser skips its content (content-visibility: auto, off screen).

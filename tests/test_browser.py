@@ -617,6 +617,17 @@ def test_lazy_sections_are_all_rendered_once_the_page_settles(server, phone, nam
     assert look["waiting"] == 0 and look["skipped"] == 0, f"{name}: not all rendered: {look}"
 
 
+@pytest.mark.parametrize("name", ["glossary", "bibliography", "genindex", "chapters/05_masking"])
+def test_rendering_after_load_logs_no_error(server, browser, name):
+    """The script that renders the sections after load (site_pages.lazy_sections) runs on
+    pages without any section to render too (the glossary, the bibliography, the index): no
+    error in the console once it is done (Lighthouse's best-practices audit counts one)."""
+    browser.get_log("browser")  # drop earlier entries
+    load(browser, f"{server}/{name}.html")
+    time.sleep(2)  # the idle tasks after load
+    assert not [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+
+
 @pytest.mark.parametrize("name", HEAVY_PAGES)
 def test_the_heaviest_pages_stay_lazy_until_the_reader_scrolls(server, phone, name):
     """Issue 46: on the two heaviest pages, rendering every section after load cost a phone more
