@@ -14,10 +14,12 @@
   search index and its code are loaded by the search page only.
 * ``index.html`` is the landing page itself (jupyter-book writes a bare redirect), and
   ``favicon.ico`` exists, since browsers ask for it whatever the page links.
-* A page of more than ``LAZY_ELEMENTS`` elements (chapter 8, the API page) has its article
-  marked ``ac-lazy-sections``: ``book.css`` renders its sections below the screen lazily.
-  The theme's loop that makes scrollable boxes keyboard stops skips boxes in sections the
-  browser has not rendered yet and runs again when one is rendered (``lazy_tab_stops``).
+* Every page has its article marked ``ac-lazy-sections``: ``book.css`` renders its sections
+  below the screen lazily, and on every page but the two heaviest ``lazy_sections.js``
+  (inlined) renders the rest in small idle tasks once the page has loaded, so that a
+  settled page is all laid out. The theme's loop
+  that makes scrollable boxes keyboard stops skips boxes in sections the browser has not
+  rendered yet and runs again when one is rendered (``lazy_tab_stops``).
 * A display equation is a box that scrolls sideways when it is wider than the column (a
   phone): it is a keyboard stop (``tabindex="0"``, ``role="group"``, an ``aria-label``), so a
   reader without a pointer can scroll it too.
@@ -322,25 +324,33 @@ def accessible(output: str) -> str:
     return output.replace(CITATION_LIST_ROLE, '<div class="citation-list">')
 
 
-# A page whose article holds more elements than this renders its sections below the screen
-# lazily (book.css, "ac-lazy-sections"): chapter 8 (14,500 elements, typeset equations and
-# highlighted code) and the API page; the other chapters hold 3,300 to 8,400. Not every page:
-# a section not yet rendered is a 900 px box whatever it holds, and tools that read the
-# geometry of what is not rendered (Lighthouse's contrast audit, axe-core) measured its text
-# on a neighbour's background. The price, measured (issue 46): a lighter chapter lays out
-# all of itself at load, and its Lighthouse performance on a phone drops by several points.
-LAZY_ELEMENTS = 10_000
+# Every page renders its sections below the screen lazily (book.css, "ac-lazy-sections"): the
+# first paint lays out the top of the page only. A page of at most RENDER_AFTER_LOAD elements
+# (every page but chapter 8, 14,500 of typeset equations and highlighted code, and the API
+# page, 18,900) then renders the rest in small idle tasks once it has loaded
+# (lazy_sections.js, inlined after the article), so that a settled page is all laid out and
+# tools that read the geometry of what is rendered (Lighthouse's contrast audit, axe-core)
+# measure text on its own background.
+# On the two heaviest pages (chapter 8, the API page) that rendering costs more main-thread
+# time than a phone can spare while the page loads, so they stay lazy until the reader
+# scrolls. Measured on a phone (Lighthouse mobile, issue 46): benchmarks/results.json,
+# "lighthouse".
 ARTICLE = re.compile(r'<article class="bd-article">(.*?)</article>', re.S)
 LAZY_CLASS = "ac-lazy-sections"
+LAZY_SCRIPT = (HERE / "lazy_sections.js").read_text(encoding="utf-8")
+RENDER_AFTER_LOAD = 10_000
 
 
 def lazy_sections(output: str) -> str:
-    """Marks the article of a page with more than LAZY_ELEMENTS elements as lazily rendered."""
+    """Marks the article of a page as lazily rendered and, on a page of at most
+    RENDER_AFTER_LOAD elements, adds the script that renders the rest once it has loaded."""
     article = ARTICLE.search(output)
-    if not article or len(re.findall(r"<[a-zA-Z]", article[1])) <= LAZY_ELEMENTS:
+    if not article:
         return output
+    light = len(re.findall(r"<[a-zA-Z]", article[1])) <= RENDER_AFTER_LOAD
+    script = f"\n<script>{LAZY_SCRIPT}</script>" if light else ""
     return (output[:article.start()] + f'<article class="bd-article {LAZY_CLASS}">'
-            + output[article.start(1):])
+            + article[1] + "</article>" + script + output[article.end():])
 
 
 def postprocess(app, pagename: str, output: str) -> str:
@@ -474,8 +484,9 @@ def readable_by_all(out: Path) -> None:
 # sections below the screen lazily (content-visibility: auto), and a size read inside one
 # forces it to be laid out: on chapter 8 the loop laid out the whole page again, 170 ms of a
 # phone's main thread. The patched loop leaves a box in a skipped section alone until its
-# section is rendered (the "contentvisibilityautostatechange" event runs the check again),
-# so every box that scrolls is still a keyboard stop once a reader can see it.
+# section is rendered (the "contentvisibilityautostatechange" event runs the check again;
+# lazy_sections.js sends one when it has rendered every section), so every box that scrolls
+# is still a keyboard stop once a reader can see it.
 THEME_SCRIPT = "_static/scripts/pydata-sphinx-theme.js"
 TAB_STOPS = ".forEach(e=>{e.tabIndex=e.scrollWidth>e.clientWidth||e.scrollHeight>e.clientHeight?0:-1})"
 TAB_STOPS_LAZY = (".forEach(e=>{e.checkVisibility({contentVisibilityAuto:!0})"

@@ -555,17 +555,143 @@ def test_theme_button_says_what_it_does_and_every_click_does_it(server, system):
         assert driver.execute_script("return localStorage.getItem('mode')") == system
 
 
-def test_scrolling_boxes_in_lazily_rendered_sections_become_keyboard_stops(server, phone):
-    """Sections below the screen render lazily (book.css) and the theme's loop that makes
-    scrollable boxes keyboard stops skips them until then (site_pages.lazy_tab_stops): once
-    the reader scrolls to one, a code block that scrolls sideways there is a keyboard stop."""
-    load(phone, f"{server}/chapters/08_sparse_linear.html")
-    script = (ROOT / "_build" / "html" / "_static" / "scripts" / "pydata-sphinx-theme.js").read_text()
-    assert "contentvisibilityautostatechange" in script
-    last = phone.find_elements(By.CSS_SELECTOR, "article.bd-article > section > section")[-2]
-    assert phone.execute_script("return getComputedStyle(arguments[0]).contentVisibility", last) == "auto"
+# ---------------------------------------------------------------- lazy sections, then all
+# book.css renders sections below the screen lazily (content-visibility: auto) and, once the
+# page has loaded, _ext/lazy_sections.js renders the rest in idle tasks. HOLD_IDLE keeps those
+# tasks waiting until the test calls releaseIdle(), so a test sees the page as a reader does
+# in the first moments (placeholders below the screen) and then as it settles.
+HOLD_IDLE = """
+const original = window.requestIdleCallback.bind(window);
+let held = [];
+window.requestIdleCallback = (task, options) => held ? held.push(task) : original(task, options);
+window.releaseIdle = () => { const tasks = held; held = null; tasks.forEach(t => original(t)); };
+"""
+# What of the article is not (yet) rendered: elements whose computed content-visibility is not
+# "visible", and elements with a box whose content the browser skips.
+UNRENDERED = """
+const all = [...document.querySelectorAll('article.bd-article *')];
+const name = e => e.tagName.toLowerCase() + (e.id ? '#' + e.id : '');
+const waiting = all.filter(e => getComputedStyle(e).contentVisibility !== 'visible');
+const skipped = all.filter(e => e.checkVisibility() && !e.checkVisibility({contentVisibilityAuto: true}));
+return {lazy: document.querySelector('article.bd-article.ac-lazy-sections') !== null,
+        waiting: waiting.length, skipped: skipped.length,
+        examples: waiting.concat(skipped).slice(0, 5).map(name)};
+"""
+LAZY_PAGES = ["chapters/02_scaling", "chapters/10_positional_encoding", "chapters/13_pretrained_model",
+              "chapters/14_real_llm"]
+HEAVY_PAGES = ["chapters/08_sparse_linear", "api"]  # over site_pages.RENDER_AFTER_LOAD elements
+
+
+def settled(driver, timeout=30):
+    """Waits until nothing of the article is left unrendered; returns the last look."""
+    look = {}
+
+    def done(d):
+        look.update(d.execute_script(UNRENDERED))
+        return look["waiting"] == 0 and look["skipped"] == 0
+
+    with contextlib.suppress(TimeoutException):
+        WebDriverWait(driver, timeout, poll_frequency=0.5).until(done)
+    return look
+
+
+@contextlib.contextmanager
+def phone_with_idle_held():
+    """A fresh emulated phone whose pages' idle tasks wait for ``releaseIdle()``."""
+    with chromium(window=f"500,{PHONE_SCREEN_PX}",
+                  capabilities={"goog:loggingPrefs": {"browser": "ALL", "performance": "ALL"}}) as driver:
+        emulate_phone(driver)
+        driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": HOLD_IDLE})
+        yield driver
+
+
+@pytest.mark.parametrize("name", LAZY_PAGES)
+def test_lazy_sections_are_all_rendered_once_the_page_settles(server, phone, name):
+    """Issue 46: the page renders its sections below the screen lazily (a first paint that lays
+    out the top of the page only), and once it has loaded renders the rest: after a few seconds
+    no element of the article has content-visibility other than visible and none is skipped,
+    so a contrast checker (axe-core, Lighthouse) reads every text on its real background."""
+    load(phone, f"{server}/{name}.html")
+    look = settled(phone)
+    assert look["lazy"], f"{name}: its sections are not rendered lazily"
+    assert look["waiting"] == 0 and look["skipped"] == 0, f"{name}: not all rendered: {look}"
+
+
+@pytest.mark.parametrize("name", ["glossary", "bibliography", "genindex", "chapters/05_masking"])
+def test_rendering_after_load_logs_no_error(server, browser, name):
+    """The script that renders the sections after load (site_pages.lazy_sections) runs on
+    pages without any section to render too (the glossary, the bibliography, the index): no
+    error in the console once it is done (Lighthouse's best-practices audit counts one)."""
+    browser.get_log("browser")  # drop earlier entries
+    load(browser, f"{server}/{name}.html")
+    time.sleep(2)  # the idle tasks after load
+    assert not [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+
+
+@pytest.mark.parametrize("name", HEAVY_PAGES)
+def test_the_heaviest_pages_stay_lazy_until_the_reader_scrolls(server, phone, name):
+    """Issue 46: on the two heaviest pages, rendering every section after load cost a phone more
+    main-thread time than it saved (site_pages.RENDER_AFTER_LOAD): their sections below the
+    screen stay placeholders after the page has settled, and render when the reader scrolls to
+    them."""
+    load(phone, f"{server}/{name}.html")
+    time.sleep(3)  # a page that renders after load would have started by now
+    look = phone.execute_script(UNRENDERED)
+    assert look["lazy"] and look["skipped"] > 1000, f"{name}: {look}"
+    last = phone.find_elements(By.CSS_SELECTOR, "article.bd-article > section > section")[-1]
     phone.execute_script("arguments[0].scrollIntoView()", last)
     WebDriverWait(phone, 10).until(lambda d: d.execute_script(
-        "const boxes = [...arguments[0].querySelectorAll('div.cell_input pre')]"
-        "  .filter(p => p.checkVisibility() && p.scrollWidth > p.clientWidth);"
-        "return boxes.length > 0 && boxes.every(p => p.tabIndex === 0)", last))
+        "return arguments[0].firstElementChild.checkVisibility({contentVisibilityAuto: true})", last))
+
+
+def test_scroll_position_holds_while_sections_render(server):
+    """Issue 46: a reader deep in chapter 10 (on a phone, with the sections above still 900 px
+    placeholders) sees the same text at the same height while those sections render and take
+    their real heights (the browser's scroll anchoring), and the page settles fully rendered."""
+    with phone_with_idle_held() as driver:
+        load(driver, f"{server}/chapters/10_positional_encoding.html")
+        sections = driver.find_elements(By.CSS_SELECTOR, "article.bd-article > section > section")
+        target = sections[-4].find_element(By.CSS_SELECTOR, "h2")
+        driver.execute_script("arguments[0].scrollIntoView()", target)
+        time.sleep(0.5)  # the sections near the screen render (content-visibility: auto)
+        before = driver.execute_script(UNRENDERED)
+        assert before["skipped"] > 1000, f"the sections above are not placeholders: {before}"
+        top = driver.execute_script("return arguments[0].getBoundingClientRect().top", target)
+        scroll = driver.execute_script("return scrollY")
+        tops = []
+        driver.execute_script("releaseIdle()")
+        for _ in range(20):  # while they render
+            tops.append(driver.execute_script("return arguments[0].getBoundingClientRect().top", target))
+            time.sleep(0.05)
+        look = settled(driver)
+        assert look["waiting"] == 0 and look["skipped"] == 0, look
+        tops.append(driver.execute_script("return arguments[0].getBoundingClientRect().top", target))
+        moved = max(abs(t - top) for t in tops)
+        assert moved <= 1, f"the text moved while sections rendered: {top} -> {tops}"
+        assert driver.execute_script("return scrollY") != scroll, "nothing above changed height"
+
+
+def test_scrolling_boxes_in_lazily_rendered_sections_become_keyboard_stops(server):
+    """Sections below the screen render lazily (book.css) and the theme's loop that makes
+    scrollable boxes keyboard stops skips them until then (site_pages.lazy_tab_stops): once
+    the reader scrolls to one, a code block that scrolls sideways there is a keyboard stop;
+    once the page has rendered every section, every such block is one."""
+    script = (ROOT / "_build" / "html" / "_static" / "scripts" / "pydata-sphinx-theme.js").read_text()
+    assert "contentvisibilityautostatechange" in script
+    boxes = ("return [...arguments[0].querySelectorAll('div.cell_input pre')]"
+             "  .filter(p => p.checkVisibility() && p.scrollWidth > p.clientWidth)"
+             "  .map(p => p.tabIndex)")
+    with phone_with_idle_held() as driver:
+        load(driver, f"{server}/chapters/10_positional_encoding.html")
+        last = driver.find_elements(By.CSS_SELECTOR, "article.bd-article > section > section")[-2]
+        style = driver.execute_script("return getComputedStyle(arguments[0]).contentVisibility", last)
+        assert style == "auto"
+        driver.execute_script("arguments[0].scrollIntoView()", last)
+        WebDriverWait(driver, 10).until(lambda d: (lambda s: s and all(i == 0 for i in s))(
+            d.execute_script(boxes, last)))
+        driver.execute_script("scrollTo(0, 0); releaseIdle()")
+        look = settled(driver)
+        assert look["waiting"] == 0 and look["skipped"] == 0, look
+        article = driver.find_element(By.CSS_SELECTOR, "article.bd-article")
+        WebDriverWait(driver, 10).until(lambda d: (lambda s: len(s) > 5 and all(i == 0 for i in s))(
+            d.execute_script(boxes, article)), "a code block that scrolls is not a keyboard stop")
