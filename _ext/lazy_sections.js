@@ -1,4 +1,5 @@
-// Inlined after the article of every page (site_pages.lazy_sections). book.css renders the
+// Inlined after the article of every page of at most RENDER_AFTER_LOAD elements
+// (site_pages.lazy_sections). book.css renders the
 // sections below the screen lazily (content-visibility: auto): the first paint lays out the
 // top of the page only. Once the page has loaded, this renders the rest in moments the
 // browser is idle, one section a task, so a reader's tap or scroll waits for one section at
@@ -6,15 +7,16 @@
 // on a page without lazy sections: find in page, tools that read the page's geometry (a
 // contrast checker measured text on a neighbour's background while its section was a 900 px
 // placeholder, dequelabs/axe-core#2768) and the theme's keyboard stops see the page as it is.
-// A section above the screen that grows as it renders does not move what the reader sees (the
-// browser's scroll anchoring holds it; tests/test_browser.py). Nothing on the screen moves
+// A section above the screen that grows as it renders does not move what the reader sees, in
+// browsers with scroll anchoring (tests/test_browser.py). Nothing on the screen moves
 // or animates: what changes is off the screen.
 (() => {
   const article = document.querySelector("article.ac-lazy-sections");
-  if (!article || !CSS.supports("content-visibility", "auto")) return;
-  // One section a task (chapter 8's largest takes about 35 ms here, under load). A section of
-  // more than PART elements (the API page's modules, 100 ms and more) renders a child at a
-  // time instead: each child waits as a placeholder of its own ("ac-lazy-parts", book.css).
+  if (!article || !CSS.supports("content-visibility", "auto") || !Element.prototype.checkVisibility) return;
+  // One section a task (measured when every page ran this: chapter 8's largest took about 35 ms
+  // here, under load). A section of more than PART elements (on the pages that run this, only
+  // notation's table of symbols) renders a child at a time instead: each child waits as a
+  // placeholder of its own ("ac-lazy-parts", book.css).
   const PART = 3000;
   const SPLIT = "section, dl, dd, div:not(.highlight, .math, .ac-explorer)"; // blocks of blocks
   const queue = [...article.querySelectorAll(":scope > section > section")];
