@@ -298,10 +298,8 @@ class WebSmolLM(nn.Module):
         c = self.model.config
         x = torch.index_select(self.embedding_t, 1, input_ids[0]).T[None]  # (1, T, D): columns
         T, P = input_ids.size(1), past_keys.size(3)
-        # RoPE's cos and sin at positions 0 .. S - 1, in float64 then rounded, as apply_rotary does
-        theta = positional._frequencies(c.head_dim, c.rope_base)  # (E/2,) float64
-        angles = torch.arange(P + T, dtype=torch.float64)[:, None] * theta  # (S, E/2)
-        cos, sin = angles.cos().float(), angles.sin().float()  # (S, E/2)
+        # RoPE's cos and sin at positions 0 .. S - 1: the tables apply_rotary rotates by
+        cos, sin = positional._rotary_cos_sin(torch.arange(P + T), c.head_dim, c.rope_base)  # (S, E/2)
         seqlens, total = _lengths(cos)
         keys, values, attentions = [], [], []
         for n, layer in enumerate(self.model.layers):

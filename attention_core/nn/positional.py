@@ -86,6 +86,17 @@ def _as_positions(positions, device) -> torch.Tensor:
     return positions
 
 
+def _rotary_cos_sin(positions: torch.Tensor, dim: int, base: float = 10000.0,
+                   dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
+    """``cos``, ``sin (T, dim/2)`` of RoPE's angles ``p * theta_i`` at ``positions (T,)``
+    (integers), computed in float64 and rounded to ``dtype``: the tables
+    :func:`apply_rotary` rotates by (ONNX Runtime's rotary attention reads the same tables,
+    :mod:`attention_core.book.web_llm`). No checks: :func:`apply_rotary` makes them."""
+    theta = _frequencies(dim, base).to(positions.device)  # (dim/2,): theta_i
+    angles = positions.to(torch.float64).unsqueeze(1) * theta  # (T, dim/2): p * theta_i
+    return angles.cos().to(dtype), angles.sin().to(dtype)
+
+
 def apply_rotary(x: torch.Tensor, positions: torch.Tensor | None = None,
                  base: float = 10000.0) -> torch.Tensor:
     """Rotary position embedding (RoPE, Su et al. 2021) of ``x (..., T, D)``.
@@ -106,9 +117,7 @@ def apply_rotary(x: torch.Tensor, positions: torch.Tensor | None = None,
     if positions.shape != (T,):
         raise ValueError(f"positions must have shape ({T},) to match x {tuple(x.shape)}, "
                          f"got {tuple(positions.shape)}")
-    theta = _frequencies(D, base).to(x.device)  # (D/2,): theta_i
-    angles = positions.to(torch.float64).unsqueeze(1) * theta  # (T, D/2): p * theta_i
-    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)  # (T, D/2)
+    cos, sin = _rotary_cos_sin(positions, D, base, x.dtype)  # (T, D/2)
     x_even, x_odd = x[..., 0::2], x[..., 1::2]  # (..., T, D/2) each
     rotated = torch.stack((x_even * cos - x_odd * sin, x_even * sin + x_odd * cos), dim=-1)
     return rotated.flatten(-2)  # (..., T, D)
