@@ -630,6 +630,10 @@ ROWS = [
     Row("QKNormLinear", "in_features a string", lambda: ac.QKNormLinear("x", 2, 4), TypeError, "in_features"),
     Row("TransformerBlock", "embed_dim a string", lambda: ac.TransformerBlock("x", 2, 16), TypeError,
         "embed_dim"),
+    Row("rotary_cos_sin", "positions a list", lambda: positional.rotary_cos_sin([0, 1], 4), TypeError,
+        "positions", "1-D tensor"),
+    Row("rotary_cos_sin", "an odd dim", lambda: positional.rotary_cos_sin(torch.arange(3), 5), ValueError,
+        "dim", "even"),
     Row("kernel_attention_weights", "key of another width",
         lambda: ac.kernel_attention_weights(r(3, 4), r(3, 5)), ValueError, "key"),
 ]

@@ -245,3 +245,92 @@ def test_chapters_import_the_maths_from_one_place():
                 if name and name in attention_core.__all__:
                     offenders.append(f"{notebook.name}: from attention_core.nn.{module} import {name}")
     assert offenders == []
+
+
+# --- models/ and book/: __all__, and no reaching into another module's private names ----------
+
+def _public_modules(*layers: str) -> list[Path]:
+    """Every module of the given layers but private ones (``_checks``); packages by their
+    ``__init__``."""
+    return sorted(p for layer in layers for p in (PACKAGE / layer).rglob("*.py")
+                  if not p.stem.startswith("_") or p.stem == "__init__")
+
+
+def _declared_all(tree: ast.Module) -> list[str] | None:
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__all__" for t in node.targets):
+            return [ast.literal_eval(e) for e in node.value.elts]
+    return None
+
+
+@pytest.mark.parametrize("path", _public_modules("models", "book"), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_every_public_module_of_models_and_book_declares_all(path):
+    """The rule the nn modules follow, read from the source (importing web_llm needs onnx):
+    ``__all__`` is a list of names the module defines or imports, and every function or class it
+    defines outside ``__all__`` is underscored or named as internal in its docstring."""
+    tree = ast.parse(path.read_text())
+    declared = _declared_all(tree)
+    defined = {node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
+    if path.stem == "__init__" and not defined and declared is None:
+        reexports = [n for n in tree.body if isinstance(n, ast.ImportFrom)]
+        assert not reexports, f"{path.relative_to(PACKAGE)} re-exports without __all__"
+        return
+    assert declared is not None, f"{path.relative_to(PACKAGE)} has no __all__"
+    imported = {alias.asname or alias.name for node in ast.walk(tree)
+                if isinstance(node, (ast.Import, ast.ImportFrom)) for alias in node.names}
+    assigned = {t.id for node in tree.body if isinstance(node, (ast.Assign, ast.AnnAssign))
+                for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+                if isinstance(t, ast.Name)}
+    bound = defined | imported | assigned
+    assert set(declared) <= bound, f"__all__ names what the module lacks: {set(declared) - bound}"
+    docstring = ast.get_docstring(tree) or ""
+    said_internal = " ".join(part for part in docstring.split("\n\n") if "nternal" in part)
+    undeclared = sorted(name for name in defined - set(declared)
+                        if not name.startswith("_") and f"``{name}``" not in said_internal)
+    assert undeclared == [], f"public-looking names, neither in __all__ nor said internal: {undeclared}"
+
+
+def _package_module(node: ast.ImportFrom, path: Path) -> str | None:
+    """The dotted name (``attention_core.nn.positional``) an ImportFrom reads from, if it is this
+    package's; None for other packages."""
+    if node.level == 0:
+        return node.module if (node.module or "").split(".")[0] == "attention_core" else None
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)[:-node.level]
+    return ".".join(parts + ([node.module] if node.module else []))
+
+
+def private_name_uses(source: str, path: Path) -> list[str]:
+    """Where the module at ``path`` (with text ``source``) uses another module's underscored
+    name: ``from .x import _y``, or ``x._y`` with ``x`` a module of this package bound by an
+    import. A private module's (``_checks``) names are its package's to use."""
+    tree, found, modules = ast.parse(source), [], set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (origin := _package_module(node, path)):
+            for alias in node.names:
+                if (PACKAGE.parent / origin.replace(".", "/") / f"{alias.name}.py").exists():
+                    modules.add(alias.asname or alias.name)
+                elif alias.name.startswith("_") and not alias.name.startswith("__") \
+                        and not origin.split(".")[-1].startswith("_"):
+                    found.append(f"line {node.lineno}: from {origin} import {alias.name}")
+        elif isinstance(node, ast.Import):
+            modules |= {alias.asname for alias in node.names
+                        if alias.asname and alias.name.startswith("attention_core")}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in modules \
+                and node.attr.startswith("_") and not node.attr.startswith("__"):
+            found.append(f"line {node.lineno}: {node.value.id}.{node.attr}")
+    return found
+
+
+def test_the_private_name_rule_finds_both_kinds_of_use():
+    """The rule fails on what it is there for: a module written to break it."""
+    source = "from ..nn import positional\nfrom ..models.smollm import _hidden\npositional._tables(1)\n"
+    assert private_name_uses(source, PACKAGE / "book" / "web_llm.py") == [
+        "line 2: from attention_core.models.smollm import _hidden", "line 3: positional._tables"]
+
+
+def test_no_module_reaches_into_another_modules_private_names():
+    """Over the whole package: a module uses another module's public names only (DESIGN.md)."""
+    offenders = {str(p.relative_to(PACKAGE)): uses for p in sorted(PACKAGE.rglob("*.py"))
+                 if (uses := private_name_uses(p.read_text(), p))}
+    assert offenders == {}

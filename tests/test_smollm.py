@@ -172,6 +172,10 @@ def test_bad_arguments(tiny):
         generate(ours, x, 0)
     with pytest.raises(TypeError, match="generator"):
         generate(ours, x, 2, generator=3)
+    with pytest.raises(ValueError, match="kv_caches .*use_cache=False"):  # they would be ignored
+        generate(ours, x, 2, use_cache=False, kv_caches=ours.new_cache(1, 10))
+    with pytest.raises(TypeError, match="use_cache"):
+        generate(ours, x, 2, use_cache="no")
     with pytest.raises(ValueError, match="max_len"):
         ours.new_cache(1, 100)
     with pytest.raises(TypeError, match="messages"):

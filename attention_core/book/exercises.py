@@ -27,6 +27,15 @@ from ..nn.flash import online_softmax
 from ..nn.linear_attention import elu_feature_map, kernel_attention_weights, linear_attention
 from ..nn.norms import rms_norm
 
+__all__ = [
+    "Feedback", "Case", "check_softmax", "check_attention", "check_self_attention", "check_causal_mask",
+    "check_masked_softmax", "check_split_heads", "check_repeat_kv", "check_pre_norm_block", "check_rms_norm",
+    "check_sinusoidal_encoding", "WholeRowSoftmaxError", "check_online_softmax",
+    "check_causal_linear_attention", "check_general_attention", "check_attention_rollout",
+    "check_delta_rule", "check_triton_tile_update", "check_induction_scores",
+    "check_interleaved_to_half_split",
+]
+
 
 @dataclass
 class Feedback:

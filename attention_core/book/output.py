@@ -21,6 +21,8 @@ import contextlib
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
+__all__ = ["use", "current", "using", "view"]
+
 MODES = ("kernel", "website")
 """The two places a notebook's output is read."""
 

@@ -8,6 +8,8 @@ import inspect
 
 from IPython.display import Code
 
+__all__ = ["show_source", "PlainText", "glue"]
+
 
 def show_source(obj) -> Code:
     """The source of a package function or class, syntax-highlighted in a notebook."""

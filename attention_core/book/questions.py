@@ -29,6 +29,11 @@ from ..nn.kv_memory import KVLayout, kv_memory_bytes
 from ..nn.metrics import attention_entropy
 from .selfcheck import Choice, MultipleChoice, Numeric
 
+__all__ = [
+    "ch01", "ch02", "ch03", "ch04", "ch05", "ch06", "ch07", "ch08", "ch09", "ch10", "ch11", "ch12", "ch13",
+    "ch14", "QUESTIONS",
+]
+
 MiB = 2**20
 
 

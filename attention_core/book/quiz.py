@@ -9,6 +9,8 @@ from __future__ import annotations
 from .questions import QUESTIONS
 from .selfcheck import Quiz
 
+__all__ = ["quiz"]
+
 
 def quiz(chapter: str) -> Quiz:
     """Chapter ``chapter``'s questions (``"ch01"`` .. ``"ch13"``), computed now."""

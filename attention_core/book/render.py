@@ -32,6 +32,13 @@ from matplotlib.text import Text
 from matplotlib.transforms import Affine2D, Bbox
 from PIL import Image
 
+__all__ = [
+    "LAYOUTS", "LAYOUT_STYLE", "PRINT_SCALE", "FIGSIZE", "check_layout", "is_narrow", "layout_rc",
+    "layout_figsizes", "TextRecordingCanvas", "recording_canvas", "new_figure", "call_draw", "draw_layout",
+    "quantised_png", "png_bytes", "save_png", "print_png", "data_uri", "COLUMN_CSS_PX", "TEXT_FLOOR_CSS_PX",
+    "FigureTextError", "shown_text_px", "text_problems", "tight_bbox", "check_text", "check_shown_size",
+]
+
 LAYOUTS = ("wide", "narrow")
 """The layouts every figure and panel can draw."""
 

@@ -36,6 +36,11 @@ from IPython.display import display
 from . import output
 from .explorers.live import widget_view_mimebundle
 
+__all__ = [
+    "CODE", "inline_html", "plain", "parse_number", "Verdict", "Choice", "MultipleChoice", "Numeric",
+    "static_html", "feedback_html", "QuestionWidget", "question_widget", "plain_text", "Quiz",
+]
+
 CODE = re.compile(r"`([^`]+)`")
 
 

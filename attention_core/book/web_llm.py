@@ -82,6 +82,14 @@ from ..models.measure import one_thread
 from ..nn import functional, heads, masks, norms, positional
 from .web_model import files_hash, round_up, write_readable
 
+__all__ = [
+    "MAX_BYTES", "MAX_TOTAL_BYTES", "INPUTS", "OUTPUTS", "BLOCK", "PRECISION", "q4_1_from_gguf",
+    "q4_1_quantise", "q4_1_dequantise", "q8_0_from_gguf", "WebSmolLM", "empty_past", "export_onnx",
+    "WEIGHTS", "SHIPPED", "FILES", "shipped_matrices", "decode_blocks", "externalise_weights",
+    "decode_weights", "load_decoded", "PROMPTS", "book_prose", "OrtDecoder", "prose_agreement",
+    "source_hash", "export_smollm2", "main",
+]
+
 MAX_BYTES = 95_000_000
 """The most one file may weigh (GitHub Pages refuses files over 100 MB)."""
 MAX_TOTAL_BYTES = 100_000_000
@@ -299,7 +307,7 @@ class WebSmolLM(nn.Module):
         x = torch.index_select(self.embedding_t, 1, input_ids[0]).T[None]  # (1, T, D): columns
         T, P = input_ids.size(1), past_keys.size(3)
         # RoPE's cos and sin at positions 0 .. S - 1: the tables apply_rotary rotates by
-        cos, sin = positional._rotary_cos_sin(torch.arange(P + T), c.head_dim, c.rope_base)  # (S, E/2)
+        cos, sin = positional.rotary_cos_sin(torch.arange(P + T), c.head_dim, c.rope_base)  # (S, E/2)
         seqlens, total = _lengths(cos)
         keys, values, attentions = [], [], []
         for n, layer in enumerate(self.model.layers):
@@ -408,7 +416,7 @@ def externalise_weights(path, gguf_path=None) -> dict:
     "rows", "cols", "transposed", "f32_offset"}]}``; ``rows`` and ``cols`` are the GGUF's
     (blocks along a row), the initializer is ``(cols, rows)`` when ``transposed``."""
     path = Path(path)
-    gguf_file = smollm._gguf_file(smollm.default_gguf_path() if gguf_path is None else gguf_path)
+    gguf_file = smollm.gguf_file(smollm.default_gguf_path() if gguf_path is None else gguf_path)
     tensors = {t.name: t for t in gguf.GGUFReader(gguf_file).tensors}
     by_content: dict[bytes, tuple[str, bool]] = {}  # sha256 of float32 bytes -> (source, transposed)
     for name in shipped_matrices(tensors):
@@ -580,7 +588,7 @@ def source_hash(gguf_path=None) -> str:
     modules that build the model (``models/smollm.py``, ``nn/``, ``book/web_model.py``) and
     the versions of the libraries. Not the chapters' prose: the precision is measured on
     the prose as it was at the export, and an edit of a chapter does not re-export."""
-    path = smollm._gguf_file(smollm.default_gguf_path() if gguf_path is None else gguf_path)
+    path = smollm.gguf_file(smollm.default_gguf_path() if gguf_path is None else gguf_path)
     package = Path(__file__).resolve().parents[1]
     files = [path, Path(__file__).resolve(), package / "models" / "smollm.py",
              package / "book" / "web_model.py"] + sorted((package / "nn").glob("*.py"))

@@ -67,6 +67,12 @@ from ..models import pretrained
 from ..models.measure import one_thread
 from ..models.pretrained import BertEncoder, MiniLMTokenizer, sentence_embedding
 
+__all__ = [
+    "MAX_TOKENS", "MAX_BYTES", "FILES", "PRECISION", "MIN_QUANTISED", "WebMiniLM", "export_float32",
+    "blockwise_int8", "quantise_weights", "ort_session", "attention_difference", "round_up", "source_hash",
+    "files_hash", "write_readable", "export_minilm", "main",
+]
+
 MAX_TOKENS = 128
 """The longest input the exported model takes (tokens, ``[CLS]`` and ``[SEP]`` included)."""
 MAX_BYTES = 25_000_000

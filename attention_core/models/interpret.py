@@ -20,6 +20,8 @@ import torch
 from ..nn._checks import check_positive_int, check_tensor
 from ..nn.metrics import attention_entropy
 
+__all__ = ["HEAD_SCORES", "head_scores", "head_types", "attention_rollout", "top_tokens"]
+
 HEAD_SCORES = ("previous", "next", "first", "last", "breadth")
 """The keys of :func:`head_scores`, in order."""
 

@@ -30,6 +30,13 @@ import torch
 from ..nn._checks import check_positive_int, check_tensor
 from ..nn.kv_cache import kv_cache_bytes
 
+__all__ = [
+    "BOOK_PROSE", "repeated_random_tokens", "induction_scores", "previous_token_scores",
+    "first_token_shares", "uniform_scores", "sink_rate", "token_losses", "head_mask_without",
+    "ablated_losses", "top_heads", "random_heads", "streaming_losses", "kv_bytes",
+    "interleaved_to_half_split",
+]
+
 BOOK_PROSE = (
     "A sentence is a sequence, and most of what a word means depends on other words: it in \"the cat "
     "sat on the mat because it was tired\" means the cat. A model that reads sentences needs a way for "

@@ -21,6 +21,8 @@ import torch
 
 from ..nn._checks import check_positive_int
 
+__all__ = ["one_thread", "median_seconds", "min_seconds", "peak_memory_bytes", "fitted_exponent"]
+
 
 @contextmanager
 def one_thread():

@@ -30,6 +30,11 @@ from torch import nn
 from ..nn._checks import check_device, check_tensor, check_token_ids
 from ..nn.block import TransformerBlock
 
+__all__ = [
+    "MODEL_FILES", "SENTENCES", "BertEncoder", "MiniLMTokenizer", "sentence_embedding", "embed_sentences",
+    "occlusion_change", "default_model_path", "bert_state_dict", "load_minilm",
+]
+
 MODEL_FILES = ("config.json", "model.safetensors", "tokenizer.json")
 """The files :func:`load_minilm` reads from a model directory."""
 

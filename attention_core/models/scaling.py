@@ -24,6 +24,11 @@ from ..nn._checks import check_positive_int
 from ..nn.functional import softmax
 from ..nn.metrics import attention_entropy
 
+__all__ = [
+    "random_queries_keys", "random_scores", "score_variance", "softmax_saturation", "softmax_gradient",
+    "query_gradient_norms",
+]
+
 
 def random_queries_keys(d_k: int, num_rows: int, num_keys: int, seed: int = 0
                         ) -> tuple[torch.Tensor, torch.Tensor]:

@@ -12,6 +12,8 @@ from contextlib import contextmanager
 
 import torch
 
+__all__ = ["seeded"]
+
 
 @contextmanager
 def seeded(seed: int):

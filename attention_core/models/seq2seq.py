@@ -44,6 +44,12 @@ from ..nn.scoring import AdditiveScore, DotScore, GeneralScore, make_score
 from .seeding import seeded
 from .training import train_model
 
+__all__ = [
+    "SOURCE_WORDS", "TARGET_OF", "TARGET_VOCAB", "Batch", "translate", "encode_batch", "random_sentences",
+    "random_batch", "fixed_context_step", "bahdanau_step", "luong_step", "gru_steps", "source_attention",
+    "Decoder", "DECODERS", "Seq2Seq", "seq2seq_loss", "train_seq2seq", "exact_match", "alignment_accuracy",
+]
+
 PAD, BOS, EOS = 0, 1, 2
 SPECIALS = ["<pad>", "<s>", "</s>"]
 SOURCE_WORDS = list("abcdefghijklmn")

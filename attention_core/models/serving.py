@@ -16,6 +16,8 @@ import torch
 from ..nn._checks import check_positive_int
 from ..nn.kv_memory import KVLayout
 
+__all__ = ["PUBLISHED", "variants", "slot_usage", "request_lengths"]
+
 PUBLISHED: dict[str, KVLayout] = {
     # Llama 3 8B (Meta 2024): 32 layers, GQA with 8 kv heads of 128.
     "Llama 3 8B": KVLayout(num_layers=32, num_kv_heads=8, head_dim=128),

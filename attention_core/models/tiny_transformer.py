@@ -23,6 +23,8 @@ from ..nn.attention_functions import AttentionFunction
 from ..nn.block import TransformerBlock
 from ..nn.positional import alibi_bias, sinusoidal_encoding
 
+__all__ = ["LearnedPositions", "SinusoidalPositions", "Positional", "POSITIONAL", "TinyTransformer"]
+
 # --- how token order enters ------------------------------------------------------
 
 

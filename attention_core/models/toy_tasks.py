@@ -16,6 +16,12 @@ from .seeding import seeded
 from .tiny_transformer import TinyTransformer
 from .training import train_model
 
+__all__ = [
+    "tokenize", "word_embeddings", "reverse_and_shift_batch", "train_reverse_and_shift",
+    "reverse_and_shift_accuracy", "head_roles", "copy_back_batch", "token_accuracy", "seen_recently_batch",
+    "recall_with_updates",
+]
+
 #: A tiny hand-made lexicon, in which each word is a sum of a few meaning directions.
 #: Words that share a direction ("cat" and "dog" are both animals) get similar vectors.
 LEXICON: dict[str, tuple[str, ...]] = {

@@ -16,6 +16,8 @@ from tqdm.std import tqdm
 
 from ..nn._checks import check_positive_int
 
+__all__ = ["token_loss", "train_model"]
+
 
 def token_loss(model: torch.nn.Module, batch: tuple) -> torch.Tensor:
     """Cross-entropy of ``model(x)`` against ``y`` for a batch ``(x (B, T), y (B, T, ...))``;

@@ -5,11 +5,16 @@ the CPU); tables are computed in float64 on the CPU, so every device gets the sa
 values, then moved. :func:`apply_rotary` follows its input ``x``.
 
 Notation (the book's): position ``p``, offset ``Delta``, frequency of dimension pair
-``i`` ``theta_i = base**(-2i/d_model)`` (base 10000 in the papers), RoPE rotation ``R_p``,
+``i`` ``theta_i = base**(-2i/D)`` (D = d_model for the sinusoidal encoding, d_k for RoPE;
+base 10000 in the papers), RoPE rotation ``R_p``,
 ALiBi slope ``lambda_a`` of head ``a``.
 
 Shape legend: T positions, D model width d_model (or head dim d_k for RoPE; even),
 H heads, L query length, S key length.
+
+Internal, not re-exported: ``rotary_cos_sin``, RoPE's cos/sin tables, which
+:func:`apply_rotary` rotates by and the in-browser model's export feeds to ONNX Runtime
+(one copy of the angle formula).
 """
 
 from __future__ import annotations
@@ -75,6 +80,10 @@ def sinusoidal_shift_matrix(k: int, d_model: int, base: float = 10000.0, device=
     return torch.block_diag(*blocks).to(device=device, dtype=dtype)  # (D, D)
 
 
+def _shape_or_type(x) -> str:
+    return f"shape {tuple(x.shape)}" if isinstance(x, torch.Tensor) else type(x).__name__
+
+
 def _as_positions(positions, device) -> torch.Tensor:
     """``positions`` (a tensor or a sequence of numbers) as a tensor on ``device``."""
     try:
@@ -86,12 +95,15 @@ def _as_positions(positions, device) -> torch.Tensor:
     return positions
 
 
-def _rotary_cos_sin(positions: torch.Tensor, dim: int, base: float = 10000.0,
+def rotary_cos_sin(positions: torch.Tensor, dim: int, base: float = 10000.0,
                    dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
     """``cos``, ``sin (T, dim/2)`` of RoPE's angles ``p * theta_i`` at ``positions (T,)``
     (integers), computed in float64 and rounded to ``dtype``: the tables
     :func:`apply_rotary` rotates by (ONNX Runtime's rotary attention reads the same tables,
-    :mod:`attention_core.book.web_llm`). No checks: :func:`apply_rotary` makes them."""
+    :mod:`attention_core.book.web_llm`)."""
+    if not isinstance(positions, torch.Tensor) or positions.dim() != 1:
+        raise TypeError(f"positions must be a 1-D tensor (T,), got {_shape_or_type(positions)}")
+    _check_even("dim", dim)
     theta = _frequencies(dim, base).to(positions.device)  # (dim/2,): theta_i
     angles = positions.to(torch.float64).unsqueeze(1) * theta  # (T, dim/2): p * theta_i
     return angles.cos().to(dtype), angles.sin().to(dtype)
@@ -117,7 +129,7 @@ def apply_rotary(x: torch.Tensor, positions: torch.Tensor | None = None,
     if positions.shape != (T,):
         raise ValueError(f"positions must have shape ({T},) to match x {tuple(x.shape)}, "
                          f"got {tuple(positions.shape)}")
-    cos, sin = _rotary_cos_sin(positions, D, base, x.dtype)  # (T, D/2)
+    cos, sin = rotary_cos_sin(positions, D, base, x.dtype)  # (T, D/2)
     x_even, x_odd = x[..., 0::2], x[..., 1::2]  # (..., T, D/2) each
     rotated = torch.stack((x_even * cos - x_odd * sin, x_even * sin + x_odd * cos), dim=-1)
     return rotated.flatten(-2)  # (..., T, D)

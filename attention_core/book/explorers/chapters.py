@@ -45,6 +45,13 @@ from ...nn.sparse import (
 from ..viz import panels
 from .engine import Explorer, check_values, preferred
 
+__all__ = [
+    "basics_explorer", "scaling_explorer", "self_attention_explorer", "masking_explorer", "heads_explorer",
+    "block_statistics", "block_explorer", "kv_sharing_explorer", "kv_memory_explorer", "positional_explorer",
+    "tile_states", "tiling_explorer", "SPARSE_PATTERNS", "sparse_mask_explorer", "AlignmentExplorer",
+    "alignment_explorer", "pretrained_explorer", "smollm_explorer",
+]
+
 
 def _check_tokens(tokens: list, at_least: int) -> None:
     if len(tokens) < at_least:

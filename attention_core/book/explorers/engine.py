@@ -51,6 +51,8 @@ from ..render import (
 from . import live
 from .static import static_html
 
+__all__ = ["check_values", "preferred", "human_label", "Layout", "Explorer"]
+
 Draw = Callable[..., Callable[..., None]]
 """``draw(fig, layout="wide") -> update``: draws the fixed parts of a figure, returns
 ``update(**data)``."""

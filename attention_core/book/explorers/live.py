@@ -35,6 +35,11 @@ from IPython.display import display, update_display
 
 from .static import control_kind
 
+__all__ = [
+    "WIDGET_VIEW", "widget_view_mimebundle", "is_numeric", "FigureOutput", "widget_view", "controls_text",
+    "show",
+]
+
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 

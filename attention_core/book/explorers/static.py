@@ -31,6 +31,8 @@ from ..render import (
 )
 from .strips import strip_frames, strip_keys
 
+__all__ = ["BREAKPOINT_PX", "control_kind", "player_js", "render_frames", "frames", "strip_of", "static_html"]
+
 BREAKPOINT_PX = 560
 """An explorer shown narrower than this (CSS px) uses the narrow layout."""
 

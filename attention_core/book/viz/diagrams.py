@@ -12,6 +12,8 @@ import matplotlib.pyplot as plt
 from ..render import is_narrow
 from .plots import color
 
+__all__ = ["head_sharing_diagram", "decoder_flow", "BLOCK_KINDS", "block_diagram"]
+
 
 def head_sharing_diagram(num_heads: int, num_kv_heads: int, ax=None, title: str | None = None):
     """Query heads (top row) joined to the key/value head each one reads (bottom row):

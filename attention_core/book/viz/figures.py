@@ -60,6 +60,12 @@ from ..render import (
     tight_bbox,
 )
 
+__all__ = [
+    "NARROW_MEDIA", "panels_across", "rendering", "checked_rendering", "picture_html", "StaticFigure",
+    "figure", "figure_alt", "narrow_rendering", "plain_figure_renderings", "plain_figure_html",
+    "install_website_figures",
+]
+
 NARROW_MEDIA = "(max-width: 600px)"
 """Viewports where the narrow rendering is shown (the site's phone breakpoint)."""
 

@@ -29,6 +29,12 @@ from ..render import check_layout, is_narrow
 from .diagrams import head_sharing_diagram
 from .plots import CMAP, color, encoding_heatmap, entropy_bars, heatmap, mask_plot, set_token_ticks, to_numpy
 
+__all__ = [
+    "heatmap_entropy_panel", "scaling_panel", "head_grid_panel", "kv_sharing_panel", "sinusoidal_panel",
+    "TILE_STATES", "tiling_panel", "sparse_reach_panel", "alignment_panel", "pretrained_layer_panel",
+    "kv_memory_panel", "block_stack_panel",
+]
+
 
 def _pair(fig, layout: str, ratios: Sequence[float]):
     """Two axes: side by side (wide, ``width_ratios``) or stacked (narrow, ``height_ratios``)."""

@@ -19,6 +19,11 @@ from matplotlib.ticker import MaxNLocator
 
 from ..render import is_narrow
 
+__all__ = [
+    "CMAP", "color", "to_numpy", "heatmap", "set_token_ticks", "head_grid", "entropy_bars", "mask_plot",
+    "encoding_heatmap", "layer_head_map", "all_heads_grid",
+]
+
 CMAP = "viridis"
 """The book's colormap (perceptually uniform)."""
 
