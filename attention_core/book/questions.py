@@ -141,8 +141,9 @@ def ch02():
     raw = (q @ k.T).item()
     scaled = raw / math.sqrt(q.shape[-1])
     return [
-        _mc(f"`MultiHeadAttention({d_model}, {mha.num_heads})` splits d_model = {d_model} into "
-            f"{mha.num_heads} heads. By what does each head divide its scores?",
+        _mc(f"A model of width d_model = {d_model} splits each token's query and key into "
+            f"{mha.num_heads} heads of d_k = {d_k} entries each (chapter 4 builds them). By what does "
+            "each head divide its scores?",
             (f"√{d_k} = {_g(math.sqrt(d_k))}, the square root of the head's width d_k", True,
              f"Each head compares vectors of d_k = {d_k} entries; their dot product has variance d_k, "
              f"so its standard deviation √d_k brings the scores back to unit variance."),
@@ -413,8 +414,9 @@ def ch06():
         _mc("What distinguishes a pre-norm block from a post-norm one?",
             ("Pre-norm normalises only each sublayer's input; the residual stream is not normalised "
              "inside the blocks (one final norm follows the last block)", True,
-             "x + f(norm(x)) leaves a clean path from input to output, which is why deep pre-norm stacks "
-             "train without a warm-up at moderate learning rates."),
+             "x + f(norm(x)) adds each sublayer's output to a stream that no norm rescales inside the "
+             "blocks, so the gradient reaches early blocks undiminished. In chapter 6's runs pre-norm trains "
+             "at rates where post-norm needs a warm-up; at the highest rate tried it needs one too."),
             ("Pre-norm normalises the stream after each sublayer", False,
              "That is post-norm: norm(x + f(x))."),
             ("Pre-norm has no normalisation in the attention sublayer", False,
