@@ -395,6 +395,8 @@ ROWS = [
         ValueError, "tokens"),
     Row("min_seconds", "repeats 0", lambda: measure.min_seconds(lambda: None, repeats=0), ValueError,
         "repeats"),
+    Row("min_cpu_seconds", "warmup -1", lambda: measure.min_cpu_seconds(lambda: None, warmup=-1), ValueError,
+        "warmup"),
     Row("gru_steps", "not a GRUCell", lambda: seq2seq.gru_steps(torch.nn.Linear(2, 2), torch.zeros(1, 2, 2),
                                                                  torch.zeros(1, 2)), TypeError, "cell"),
     Row("gru_steps", "inputs of the wrong width",

@@ -21,7 +21,8 @@ import torch
 
 from ..nn._checks import check_positive_int
 
-__all__ = ["one_thread", "median_seconds", "min_seconds", "peak_memory_bytes", "fitted_exponent"]
+__all__ = ["one_thread", "median_seconds", "min_seconds", "min_cpu_seconds", "peak_memory_bytes",
+           "fitted_exponent"]
 
 
 @contextmanager
@@ -52,9 +53,9 @@ def _wait_for_the_gpu() -> None:
         torch.cuda.synchronize()
 
 
-def _run_times(fn, repeats: int, warmup: int) -> list[float]:
-    """Wall-clock seconds of each of ``repeats`` runs of ``fn()``, after ``warmup`` runs;
-    CUDA work ``fn`` queues counts (waited for before each timer is read)."""
+def _run_times(fn, repeats: int, warmup: int, clock=time.perf_counter) -> list[float]:
+    """Seconds of ``clock`` (wall-clock by default) for each of ``repeats`` runs of ``fn()``,
+    after ``warmup`` runs; CUDA work ``fn`` queues counts (waited for before each reading)."""
     _check_callable(fn)
     check_positive_int("repeats", repeats)
     check_positive_int("warmup", warmup, minimum=0)
@@ -63,10 +64,10 @@ def _run_times(fn, repeats: int, warmup: int) -> list[float]:
     times = []
     for _ in range(repeats):
         _wait_for_the_gpu()
-        start = time.perf_counter()
+        start = clock()
         fn()
         _wait_for_the_gpu()
-        times.append(time.perf_counter() - start)
+        times.append(clock() - start)
     return times
 
 
@@ -80,6 +81,15 @@ def min_seconds(fn, repeats: int = 5, warmup: int = 1) -> float:
     other programs on the machine only ever add time, so the fastest run is the one they
     disturbed least (the right statistic for a trend measured on a busy machine)."""
     return min(_run_times(fn, repeats, warmup))
+
+
+def min_cpu_seconds(fn, repeats: int = 5, warmup: int = 1) -> float:
+    """Fewest CPU seconds of the calling thread (``time.thread_time``) that ``fn()`` took over
+    ``repeats`` runs, after ``warmup`` runs. Other programs take wall-clock time from a call
+    but not this thread's CPU time, so on a busy machine this is the steadier measure of the
+    work a call does on one thread (run it under :func:`one_thread`: threads that torch
+    starts are not counted). Memory stalls count; time spent waiting for a GPU does not."""
+    return min(_run_times(fn, repeats, warmup, clock=time.thread_time))
 
 
 def _rss_bytes() -> int:
