@@ -706,8 +706,8 @@ def ch12():
                            f"use the same {full.num_kv_heads} key/value heads."),)),
         _mc("A model trained with full attention runs with a rolling window and breaks once the window rolls "
             "past its first tokens. Why?",
-            ("It parks weight on its first tokens (sinks); once they leave the window that weight has "
-             "nowhere to go", True,
+            ("It parks weight on its first tokens (sinks); once they leave the window that weight spreads "
+             "over real tokens and looks like a match", True,
              "Keeping a few sink tokens in the buffer restores it (the chapter's measurement)."),
             ("The window is too small to hold the answer", False,
              "In the chapter's task (has this token appeared among the 4 before it?) the answer needs "
