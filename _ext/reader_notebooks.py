@@ -233,7 +233,10 @@ def convert_markdown(text: str, site: Site, docname: str, exercises: Exercises) 
         elif directive.name in ADMONITIONS or directive.name == "admonition":
             title = (convert_roles(directive.argument, site, docname)
                      or ADMONITIONS.get(directive.name, "Note"))
-            quoted = [f"> {row}" if row else ">" for row in f"**{title}.** {body}".split("\n")]
+            # a body that opens with a block (a list, a table, a heading) starts on its own line
+            opens_block = re.match(r"\s*([-*+] |\d+[.)] |\||#)", body)
+            text = f"**{title}.**\n\n{body}" if opens_block else f"**{title}.** {body}"
+            quoted = [f"> {row}" if row else ">" for row in text.split("\n")]
             out += quoted
         elif directive.name == "raw" and directive.argument == "html":
             # a page's own script (chapter 13's in-browser model) runs on the website only

@@ -142,6 +142,9 @@ def test_admonitions_are_quotes_and_targets_go():
         "> **Warning.** **Two** rules.\n>\n> - one"
     assert md("```{admonition} Why {term}`LayerNorm`\nBecause.\n```") == \
         f"> **Why [LayerNorm]({BASE}glossary.html#term-LayerNorm).** Because."
+    # a box that opens with a list: the title stands on its own line, the list renders as one
+    assert md("```{admonition} How far this goes\n:class: dropdown\n- one\n- two\n```") == \
+        "> **How far this goes.**\n>\n> - one\n> - two"
 
 
 def notebook(*cells):
