@@ -576,10 +576,11 @@ def ch09():
                                          "is MHA."),
             ("num_kv_heads = num_heads", False, "That is ordinary multi-head attention.")),
         _mc("Why does sharing key/value heads speed up decoding?",
-            ("Decoding is memory-bound: each step reads the whole cache, and sharing cuts the bytes "
-             "read", True,
-             "A step does about h/h_kv FLOPs per byte of cache, far below what an accelerator needs; fewer "
-             "bytes means a faster step."),
+            ("Reading the cache is memory-bound: each step reads the whole cache, and sharing cuts the "
+             "bytes read", True,
+             "A step does about h/h_kv FLOPs per byte of cache at any batch size, far below what an "
+             "accelerator needs; at long contexts the cache is most of the bytes, so fewer bytes means a "
+             "faster step."),
             ("It cuts the FLOPs of the score product", False,
              "Each query head still scores every key; the FLOPs barely change."),
             ("It makes the softmax cheaper", False, "The softmax is a tiny part of a decoding step.")),
