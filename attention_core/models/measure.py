@@ -85,10 +85,12 @@ def min_seconds(fn, repeats: int = 5, warmup: int = 1) -> float:
 
 def min_cpu_seconds(fn, repeats: int = 5, warmup: int = 1) -> float:
     """Fewest CPU seconds of the calling thread (``time.thread_time``) that ``fn()`` took over
-    ``repeats`` runs, after ``warmup`` runs. Other programs take wall-clock time from a call
-    but not this thread's CPU time, so on a busy machine this is the steadier measure of the
-    work a call does on one thread (run it under :func:`one_thread`: threads that torch
-    starts are not counted). Memory stalls count; time spent waiting for a GPU does not."""
+    ``repeats`` runs, after ``warmup`` runs. Other programs add far less to a thread's CPU
+    time than to its wall-clock time, though they still slow it through shared caches and
+    memory, and the minimum of repeats removes most of that. So on a busy machine this is the
+    steadier measure of the work a call does on one thread (run it under :func:`one_thread`:
+    threads that torch starts are not counted). Memory stalls count; time spent waiting for
+    a GPU does not."""
     return min(_run_times(fn, repeats, warmup, clock=time.thread_time))
 
 
