@@ -123,7 +123,8 @@ def ch01():
             ("Yes, for every key scoring below the row's mean", False,
              "Being below the mean makes a weight smaller than uniform, not zero."),
             ("Yes, once d_k is large enough", False,
-             "A large d_k makes rows peaked (chapter 2), and floating point may round tiny weights to 0, "
+             "Without the 1/√d_k scale, a large d_k makes rows peaked (chapter 2), and floating point may "
+             "round tiny weights to 0, "
              "but mathematically they stay positive.")),
     ]
 
@@ -145,8 +146,10 @@ def ch02():
             f"{mha.num_heads} heads of d_k = {d_k} entries each (chapter 4 builds them). By what does "
             "each head divide its scores?",
             (f"√{d_k} = {_g(math.sqrt(d_k))}, the square root of the head's width d_k", True,
-             f"Each head compares vectors of d_k = {d_k} entries; their dot product has variance d_k, "
-             f"so its standard deviation √d_k brings the scores back to unit variance."),
+             f"Each head compares vectors of d_k = {d_k} entries. If their entries have mean 0 and "
+             f"variance 1, their dot product has variance d_k, and dividing by its standard deviation "
+             f"√d_k brings the scores back to unit variance; with other variances it still removes the "
+             f"growth with d_k."),
             (f"√{d_model} ≈ {_g(math.sqrt(d_model))}, the square root of d_model", False,
              f"A frequent bug: the scores are dot products of {d_k}-entry vectors, not {d_model}-entry "
              f"ones; dividing by √d_model makes every head's scores {_g(math.sqrt(d_model / d_k))} times "
@@ -415,9 +418,10 @@ def ch06():
             ("Pre-norm normalises only each sublayer's input; the residual stream is not normalised "
              "inside the blocks (one final norm follows the last block)", True,
              "x + f(norm(x)) adds each sublayer's output to a stream that no norm rescales inside the "
-             "blocks: the gradient reaches each block past no other block's weights, though through the "
-             "final norm. In chapter 6's runs a 6-block pre-norm stack trained at lr 0.01 without a "
-             "warm-up, where post-norm stalled; at 0.02 it needed one too."),
+             "blocks: along one path the gradient reaches each block past no other block's weights (every "
+             "path still crosses the final norm and the read-out layer). In chapter 6's runs a 6-block "
+             "pre-norm stack trained at lr 0.01 without a warm-up, where post-norm stalled; at 0.02 it "
+             "needed one too."),
             ("Pre-norm normalises the stream after each sublayer", False,
              "That is post-norm: norm(x + f(x))."),
             ("Pre-norm has no normalisation in the attention sublayer", False,
