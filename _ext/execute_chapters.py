@@ -68,7 +68,8 @@ def main() -> int:
             name = path.relative_to(ROOT)
             errors = error_outputs_of_notebook(nb) if result.err is None else []
             if result.err is not None or errors:  # the build re-runs it and reports the error
-                why = type(result.err).__name__ if result.err is not None else "; ".join(errors)
+                why = (f"{type(result.err).__name__}: {str(result.err)[-1500:]}" if result.err is not None
+                       else "; ".join(errors))
                 print(f"  {name}: failed ({why}); the build will report it", flush=True)
                 continue
             uri = str(cache.add_nb_to_project(str(path)).uri)

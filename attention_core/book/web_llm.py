@@ -82,7 +82,7 @@ from ..models.measure import one_thread
 from ..nn import functional, heads, masks, norms, positional
 from .web_model import files_hash, round_up, write_readable
 
-__all__ = [
+__all__ = ["BLOCK_FILES",
     "MAX_BYTES", "MAX_TOTAL_BYTES", "INPUTS", "OUTPUTS", "BLOCK", "PRECISION", "q4_1_from_gguf",
     "q4_1_quantise", "q4_1_dequantise", "q8_0_from_gguf", "WebSmolLM", "empty_past", "export_onnx",
     "WEIGHTS", "SHIPPED", "FILES", "shipped_matrices", "decode_blocks", "externalise_weights",

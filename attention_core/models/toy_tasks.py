@@ -16,7 +16,7 @@ from .seeding import seeded
 from .tiny_transformer import TinyTransformer
 from .training import train_model
 
-__all__ = [
+__all__ = ["LEXICON",
     "tokenize", "word_embeddings", "reverse_and_shift_batch", "train_reverse_and_shift",
     "reverse_and_shift_accuracy", "head_roles", "copy_back_batch", "token_accuracy", "seen_recently_batch",
     "recall_with_updates",

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-__all__ = ["STRIPS", "StripError", "labels_at", "default_settings", "strip_keys", "strip_frames"]
+__all__ = ["MAX_FRAMES", "STRIPS", "StripError", "labels_at", "default_settings", "strip_keys",
+           "strip_frames"]
 
 STRIPS: dict[str, list[dict[str, str]]] = {
     "01_attention_basics": [{"temperature τ": v} for v in ("0.25", "1.0", "4.0")],
