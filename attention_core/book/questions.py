@@ -777,7 +777,8 @@ def ch13():
             ("The attention of the last layer only", False, "It composes all layers.")),
         _mc("How are the layers of all-MiniLM-L6-v2 built?",
             ("The book's MultiHeadAttention inside post-norm BERT layers", True,
-             "It matches the reference implementation to 10⁻⁴ on every hidden state."),
+             "On the real tokens, its final hidden states and attention weights match the reference "
+             "implementation to 10⁻⁴."),
             ("Pre-norm blocks with RMSNorm", False, "That is today's decoder block (chapter 6), not BERT's."),
             ("Decoder blocks with a causal mask", False, "It is an encoder: every token reads every other.")),
     ]
