@@ -90,6 +90,7 @@ NOT_PROBED = {
     "crop_length": "needs a length that fits the cache; rows in test_bad_inputs.py",
     "linformer_attention": "needs projections that fit the keys; rows in test_bad_inputs.py",
     "ntk_aware_base": "takes numbers, not tensors; rows in test_bad_inputs.py and test_positional_metrics.py",
+    "rotate_pairs": "needs cos and sin tables that fit x; rows in test_bad_inputs.py",
     "triton_compiles_here": "takes no argument",
     "triton_mode": "takes no argument",
 }

@@ -636,6 +636,9 @@ ROWS = [
         "positions", "1-D tensor"),
     Row("rotary_cos_sin", "an odd dim", lambda: positional.rotary_cos_sin(torch.arange(3), 5), ValueError,
         "dim", "even"),
+    Row("rotate_pairs", "tables of the wrong length",
+        lambda: positional.rotate_pairs(torch.randn(3, 4), torch.ones(2, 2), torch.ones(3, 2)), ValueError,
+        "cos", "shape"),
     Row("kernel_attention_weights", "key of another width",
         lambda: ac.kernel_attention_weights(r(3, 4), r(3, 5)), ValueError, "key"),
 ]

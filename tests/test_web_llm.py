@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import ROOT
+from conftest import ROOT, WEB_LLM_ATTENTION_ATOL
 
 gguf = pytest.importorskip("gguf")
 pytest.importorskip("onnxruntime")
@@ -98,6 +98,33 @@ def test_the_exported_module_computes_what_the_package_does(reference):
     torch.testing.assert_close(logits[0], want_logits[0, -1], atol=2e-3, rtol=0)
 
 
+@pytest.mark.parametrize("broken", ["base", "offset"])
+def test_a_wrong_rope_table_would_fail_the_test_above(reference, monkeypatch, broken):
+    """WebSmolLM rotates by the very cos/sin tables it feeds ONNX Runtime's
+    GroupQueryAttention, so the equality test above sees a wrong table: broken here on
+    purpose (a base twice too large, or the new tokens' rows one position off) for the
+    three tokens after the cache, the attention moves far beyond its 1e-5."""
+    model, tokenizer = reference
+    web = web_llm.WebSmolLM(model).eval()
+    ids = smollm.chat_prompt(tokenizer, [{"role": "user", "content": "Why do owls hoot?"}])
+    full = torch.cat([ids, torch.tensor([[504, 2365, 314]])], dim=1)
+    T = ids.size(1)
+    with torch.no_grad():
+        want = torch.stack(model(full)[1])[:, 0, :, T:]  # (layers, H, 3, S), before the tables break
+        _, keys, values, _ = web(ids, web_llm.empty_past(), web_llm.empty_past())
+    real = web_llm.positional.rotary_cos_sin
+
+    def wrong(positions, dim, base=10000.0, dtype=torch.float32):
+        if broken == "base":
+            return real(positions, dim, 2 * base, dtype)
+        return real(positions + 1, dim, base, dtype)
+
+    monkeypatch.setattr(web_llm.positional, "rotary_cos_sin", wrong)
+    with torch.no_grad():
+        att = web(full[:, T:], keys, values)[3]
+    assert (att - want).abs().max() > 1e-3
+
+
 # ---------------------------------------------------------------- the export (book tests)
 @pytest.fixture(scope="module")
 def export_dir():
@@ -131,7 +158,7 @@ def test_files_fit_the_budget_and_meta_states_the_precision(export_dir, meta):
     assert max(sizes.values()) <= web_llm.MAX_BYTES and sum(sizes.values()) <= web_llm.MAX_TOTAL_BYTES
     assert meta["prose_positions"] >= 1000 and meta["top1_agreement"] >= 0.99
     assert meta["greedy_equal"] >= 0.8 * meta["greedy_prompts"]
-    assert meta["max_abs_diff_attention"] <= meta["tolerance"]
+    assert meta["max_abs_diff_attention"] <= WEB_LLM_ATTENTION_ATOL
 
 
 @pytest.mark.book
@@ -230,12 +257,13 @@ def test_prefill_and_decode_steps_match_the_float32_package(decoder, reference, 
     decoder.reset()
     logits, att = decoder.step(ids[0].tolist())  # the prompt: every row of it
     assert att.shape == (30, 9, T, T)
-    np.testing.assert_allclose(att, want_att[:, :, :T, :T], atol=meta["tolerance"], rtol=0)
+    np.testing.assert_allclose(att, want_att[:, :, :T, :T], atol=WEB_LLM_ATTENTION_ATOL, rtol=0)
     np.testing.assert_allclose(logits, want_logits[0, T - 1].numpy(), atol=2e-3, rtol=0)
     for i in range(T, full.size(1)):
         logits, att = decoder.step([int(full[0, i])])
         assert att.shape == (30, 9, 1, i + 1)
-        np.testing.assert_allclose(att[:, :, 0], want_att[:, :, i, :i + 1], atol=meta["tolerance"], rtol=0)
+        np.testing.assert_allclose(att[:, :, 0], want_att[:, :, i, :i + 1],
+                                   atol=WEB_LLM_ATTENTION_ATOL, rtol=0)
         np.testing.assert_allclose(logits, want_logits[0, i].numpy(), atol=2e-3, rtol=0)
         np.testing.assert_allclose(att.sum(-1), 1, atol=1e-5)
 

@@ -34,7 +34,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import ROOT, chromium, need_chromium
+from conftest import ROOT, WEB_LLM_ATTENTION_ATOL, chromium, need_chromium
 
 pytestmark = [pytest.mark.book, pytest.mark.browser]
 
@@ -250,7 +250,7 @@ def test_generation_and_attention_equal_the_package(page, reference, meta, promp
     for i in sorted({0, T - 1, T, count - 1}):
         row = np.array(driver.execute_script(f"return Array.from(window.llmLab.rows[{i}])"), dtype=np.float32)
         row = row.reshape(meta["num_layers"], meta["num_heads"], i + 1)
-        np.testing.assert_allclose(row, want_att[:, :, i, :i + 1], atol=meta["tolerance"], rtol=0)
+        np.testing.assert_allclose(row, want_att[:, :, i, :i + 1], atol=WEB_LLM_ATTENTION_ATOL, rtol=0)
     worst = driver.execute_script(
         "return import('../_static/llm-lab/analysis.js').then((m) => "
         "m.worstRowSum(window.llmLab.rows, window.llmLab.numLayers, window.llmLab.numHeads))")

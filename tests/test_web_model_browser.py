@@ -29,7 +29,7 @@ import threading
 import pytest
 import torch
 
-from conftest import BROWSER_OWN_URLS, ROOT, chromium, need_chromium
+from conftest import BROWSER_OWN_URLS, ROOT, WEB_MODEL_ATTENTION_ATOL, chromium, need_chromium
 
 pytestmark = [pytest.mark.book, pytest.mark.browser]
 
@@ -240,7 +240,7 @@ def test_attention_equals_the_package_model(lab, server, meta, package_model):
             hidden, attentions = model(ids, mask)
         want = torch.stack(attentions)[:, 0]  # (layers, heads, L, L)
         worst = (got - want).abs().max().item()
-        assert worst <= meta["tolerance"], f"{sentence!r}: {worst} > tolerance {meta['tolerance']}"
+        assert worst <= WEB_MODEL_ATTENTION_ATOL, f"{sentence!r}: {worst} > {WEB_MODEL_ATTENTION_ATOL}"
         # what the page shows is computed from its own weights
         torch.testing.assert_close(torch.tensor(page["entropies"]), attention_entropy(got).mean(-1),
                                    atol=1e-4, rtol=1e-4)

@@ -209,18 +209,19 @@ def _(cos):
 @torch.library.custom_op("web_llm::attention", mutates_args=())
 def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, past_k: torch.Tensor,
                past_v: torch.Tensor, seqlens: torch.Tensor, total: torch.Tensor, cos: torch.Tensor,
-               sin: torch.Tensor, num_heads: int, rope_base: float
+               sin: torch.Tensor, num_heads: int
                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """One layer's attention as :class:`~attention_core.nn.multihead.MultiHeadAttention`
     computes it with a cache: ``q (1, T, H*E)``, ``k``, ``v (1, T, Hkv*E)`` (projected, not yet
     rotated), ``past_k``, ``past_v (1, Hkv, S - T, E)`` -> ``(output (1, T, H*E) before out_proj,
     keys, values (1, Hkv, S, E), weights (1, H, T, S))``. ``cos``, ``sin (S, E/2)``, ``seqlens``
-    and ``total`` are what ONNX Runtime's GroupQueryAttention reads; here RoPE is the
-    package's ``apply_rotary``."""
+    and ``total`` are what ONNX Runtime's GroupQueryAttention reads. Here too RoPE rotates by
+    ``cos`` and ``sin`` (their rows ``S - T .. S - 1``, the new tokens' positions), so a wrong
+    table (base, offset) shows in PyTorch as it would in ONNX Runtime."""
     Hkv, past, T = past_k.size(1), past_k.size(2), q.size(1)
-    positions = torch.arange(past, past + T)
-    qh = positional.apply_rotary(heads.split_heads(q, num_heads), positions, rope_base)  # (1, H, T, E)
-    keys = torch.cat((past_k, positional.apply_rotary(heads.split_heads(k, Hkv), positions, rope_base)), 2)
+    cos_new, sin_new = cos[past:past + T], sin[past:past + T]  # (T, E/2): the new positions
+    qh = positional.rotate_pairs(heads.split_heads(q, num_heads), cos_new, sin_new)  # (1, H, T, E)
+    keys = torch.cat((past_k, positional.rotate_pairs(heads.split_heads(k, Hkv), cos_new, sin_new)), 2)
     values = torch.cat((past_v, heads.split_heads(v, Hkv)), 2)  # (1, Hkv, S, E)
     G = num_heads // Hkv
     out, weights = functional.scaled_dot_product_attention(
@@ -229,7 +230,7 @@ def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, past_k: torch.
 
 
 @_attention.register_fake
-def _(q, k, v, past_k, past_v, seqlens, total, cos, sin, num_heads, rope_base):
+def _(q, k, v, past_k, past_v, seqlens, total, cos, sin, num_heads):
     B, T, _ = q.shape
     keys = past_k.new_empty(B, past_k.size(1), past_k.size(2) + T, past_k.size(3))
     return q.new_empty(q.shape), keys, torch.empty_like(keys), q.new_empty(B, num_heads, T, keys.size(2))
@@ -272,8 +273,8 @@ def _translations(num_kv_heads: int) -> dict:
         seqlens = op.Cast(op.Sub(total, op.Constant(value_ints=[1])), to=onnx.TensorProto.INT32)
         return seqlens, op.Cast(op.Squeeze(total), to=onnx.TensorProto.INT32)
 
-    def attention(q, k, v, past_k, past_v, seqlens, total, cos, sin, num_heads: int, rope_base: float):
-        # rope_base is in cos and sin; the scale is GroupQueryAttention's default, 1 / sqrt(E)
+    def attention(q, k, v, past_k, past_v, seqlens, total, cos, sin, num_heads: int):
+        # RoPE's base is in cos and sin; the scale is GroupQueryAttention's default, 1 / sqrt(E)
         return ms.GroupQueryAttention(q, k, v, past_k, past_v, seqlens, total, cos, sin,
                                       num_heads=num_heads, kv_num_heads=num_kv_heads, do_rotary=1,
                                       rotary_interleaved=1, qk_output=2, _outputs=4)
@@ -314,8 +315,7 @@ class WebSmolLM(nn.Module):
             attn = layer.attn
             h = _rms_norm(x, layer.norm1.weight, layer.norm1.eps)  # (1, T, D)
             out, k, v, weights = _attention(attn.q_proj(h), attn.k_proj(h), attn.v_proj(h), past_keys[n],
-                                            past_values[n], seqlens, total, cos, sin, attn.num_heads,
-                                            attn.rope_base)
+                                            past_values[n], seqlens, total, cos, sin, attn.num_heads)
             x = x + attn.out_proj(out)  # (1, T, D)
             x = x + layer.mlp(_rms_norm(x, layer.norm2.weight, layer.norm2.eps))
             keys.append(k)

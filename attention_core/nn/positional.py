@@ -12,9 +12,10 @@ ALiBi slope ``lambda_a`` of head ``a``.
 Shape legend: T positions, D model width d_model (or head dim d_k for RoPE; even),
 H heads, L query length, S key length.
 
-Internal, not re-exported: ``rotary_cos_sin``, RoPE's cos/sin tables, which
-:func:`apply_rotary` rotates by and the in-browser model's export feeds to ONNX Runtime
-(one copy of the angle formula).
+Internal, not re-exported: ``rotary_cos_sin``, RoPE's cos/sin tables, and ``rotate_pairs``,
+the rotation by given tables. :func:`apply_rotary` is the two together; the in-browser
+model's export feeds the same tables to ONNX Runtime and rotates by them in PyTorch (one
+copy of the angle formula and of the pairing).
 """
 
 from __future__ import annotations
@@ -129,7 +130,19 @@ def apply_rotary(x: torch.Tensor, positions: torch.Tensor | None = None,
     if positions.shape != (T,):
         raise ValueError(f"positions must have shape ({T},) to match x {tuple(x.shape)}, "
                          f"got {tuple(positions.shape)}")
-    cos, sin = rotary_cos_sin(positions, D, base, x.dtype)  # (T, D/2)
+    return rotate_pairs(x, *rotary_cos_sin(positions, D, base, x.dtype))
+
+
+def rotate_pairs(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """``x (..., T, D)`` with each pair ``(x[2i], x[2i+1])`` of row ``t`` rotated by the angle
+    whose cosine and sine are ``cos[t, i]``, ``sin[t, i]`` (``(T, D/2)`` each, from
+    :func:`rotary_cos_sin`): RoPE given its tables."""
+    check_tensor("x", x, min_dim=2)
+    half = (x.size(-2), x.size(-1) // 2)
+    for name, table in (("cos", cos), ("sin", sin)):
+        if not isinstance(table, torch.Tensor) or tuple(table.shape) != half:
+            raise ValueError(f"{name} must be a tensor of shape {half} (T, D/2) to rotate x "
+                             f"{tuple(x.shape)}, got {_shape_or_type(table)}")
     x_even, x_odd = x[..., 0::2], x[..., 1::2]  # (..., T, D/2) each
     rotated = torch.stack((x_even * cos - x_odd * sin, x_even * sin + x_odd * cos), dim=-1)
     return rotated.flatten(-2)  # (..., T, D)
