@@ -76,15 +76,20 @@ def test_q4_1_quantise_round_trip_error_is_half_a_step():
     assert np.all(np.abs(back - weight) <= 0.5 * step + 2e-3)
 
 
+def owl_prompt(reference):
+    """SmolLM, its WebSmolLM, a chat prompt then three tokens ``(1, S)``, and the prompt's length."""
+    model, tokenizer = reference
+    ids = smollm.chat_prompt(tokenizer, [{"role": "user", "content": "Why do owls hoot?"}])
+    full = torch.cat([ids, torch.tensor([[504, 2365, 314]])], dim=1)
+    return model, web_llm.WebSmolLM(model).eval(), full, ids.size(1)
+
+
 def test_the_exported_module_computes_what_the_package_does(reference):
     """WebSmolLM (what the export traces: the package's layers with its norms and attention
     as custom ops) against SmolLM itself, for a prompt and then three tokens after the
     cache: the same attention weights and logits, up to float32 rounding."""
-    model, tokenizer = reference
-    web = web_llm.WebSmolLM(model).eval()
-    ids = smollm.chat_prompt(tokenizer, [{"role": "user", "content": "Why do owls hoot?"}])
-    full = torch.cat([ids, torch.tensor([[504, 2365, 314]])], dim=1)
-    T = ids.size(1)
+    model, web, full, T = owl_prompt(reference)
+    ids = full[:, :T]
     with torch.no_grad():
         want_logits, want_att = model(full)
         want_att = torch.stack(want_att)[:, 0]  # (layers, H, S, S)
@@ -104,11 +109,8 @@ def test_a_wrong_rope_table_would_fail_the_test_above(reference, monkeypatch, br
     GroupQueryAttention, so the equality test above sees a wrong table: broken here on
     purpose (a base twice too large, or the new tokens' rows one position off) for the
     three tokens after the cache, the attention moves far beyond its 1e-5."""
-    model, tokenizer = reference
-    web = web_llm.WebSmolLM(model).eval()
-    ids = smollm.chat_prompt(tokenizer, [{"role": "user", "content": "Why do owls hoot?"}])
-    full = torch.cat([ids, torch.tensor([[504, 2365, 314]])], dim=1)
-    T = ids.size(1)
+    model, web, full, T = owl_prompt(reference)
+    ids = full[:, :T]
     with torch.no_grad():
         want = torch.stack(model(full)[1])[:, 0, :, T:]  # (layers, H, 3, S), before the tables break
         _, keys, values, _ = web(ids, web_llm.empty_past(), web_llm.empty_past())
