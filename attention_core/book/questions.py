@@ -146,10 +146,10 @@ def ch02():
             f"{mha.num_heads} heads of d_k = {d_k} entries each (chapter 4 builds them). By what does "
             "each head divide its scores?",
             (f"√{d_k} = {_g(math.sqrt(d_k))}, the square root of the head's width d_k", True,
-             f"Each head compares vectors of d_k = {d_k} entries. If their entries have mean 0 and "
-             f"variance 1, their dot product has variance d_k, and dividing by its standard deviation "
-             f"√d_k brings the scores back to unit variance; with other variances it still removes the "
-             f"growth with d_k."),
+             f"Each head compares vectors of d_k = {d_k} entries. If their entries are independent with "
+             f"mean 0 and variance 1, their dot product has variance d_k, and dividing by its standard "
+             f"deviation √d_k brings the scores back to unit variance. With another variance that does "
+             f"not depend on d_k, it still removes the growth with d_k."),
             (f"√{d_model} ≈ {_g(math.sqrt(d_model))}, the square root of d_model", False,
              f"A frequent bug: the scores are dot products of {d_k}-entry vectors, not {d_model}-entry "
              f"ones; dividing by √d_model makes every head's scores {_g(math.sqrt(d_model / d_k))} times "
@@ -213,11 +213,12 @@ def ch03():
              "i."),
             ("Yes, because the same sequence gives queries and keys", False,
              "The same x, but two different projections; ω_ij and ω_ji are different numbers.")),
-        _mc("You shuffle the tokens of a sequence (no positional information). What happens to the "
-            "outputs of self-attention?",
+        _mc("You shuffle the tokens of a sequence (no positional encoding and no mask). What happens "
+            "to the outputs of self-attention?",
             ("They are shuffled the same way", True,
-             "Self-attention is permutation equivariant: each output depends on its own token and the set "
-             "of all tokens, not their order. Word order must be added (chapter 10)."),
+             "Without positional encoding or a mask that depends on positions, self-attention is permutation "
+             "equivariant: each output depends on its own token and the set of all tokens, not their "
+             "order. Word order must be added (chapter 10)."),
             ("They stay exactly as they were, in the old order", False,
              "That would be invariance; each output follows its token to its new place."),
             ("They change unpredictably", False,
