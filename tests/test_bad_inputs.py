@@ -68,6 +68,7 @@ MODULES = (
 
 NO_ROW = {
     "Cache": "a Protocol: no code of its own",
+    "is_head_cache": "answers isinstance(x, HeadCache) for any object; never raises",
     "HeadCache": "a Protocol: no code of its own",
     "Batch": "a record of tensors built by encode_batch, which has rows",
     "Decoder": "a record of a decoder's layers and step, reached through Seq2Seq",
@@ -639,6 +640,9 @@ ROWS = [
     Row("rotate_pairs", "tables of the wrong length",
         lambda: positional.rotate_pairs(torch.randn(3, 4), torch.ones(2, 2), torch.ones(3, 2)), ValueError,
         "cos", "shape"),
+    Row("rotary_table", "length 0", lambda: positional.rotary_table(0, 4), ValueError, "length"),
+    Row("rotary_table", "an integer dtype", lambda: positional.rotary_table(8, 4, dtype=torch.int64),
+        TypeError, "dtype"),
     Row("kernel_attention_weights", "key of another width",
         lambda: ac.kernel_attention_weights(r(3, 4), r(3, 5)), ValueError, "key"),
 ]

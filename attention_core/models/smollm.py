@@ -52,7 +52,7 @@ from torch import nn
 
 from ..nn._checks import check_positive_int, check_token_ids
 from ..nn.block import TransformerBlock
-from ..nn.kv_cache import HeadCache, KVCache, RollingKVCache
+from ..nn.kv_cache import HeadCache, KVCache, RollingKVCache, is_head_cache
 from ..nn.norms import RMSNorm
 
 try:  # the `llm` extra: only load_smollm2 needs it
@@ -237,7 +237,7 @@ class SmolLM(nn.Module):
         check_token_ids("input_ids", input_ids, c.vocab_size, weight.device, c.context_length)
         if kv_caches is not None:
             if not isinstance(kv_caches, (list, tuple)) or len(kv_caches) != c.num_layers \
-                    or not all(isinstance(cache, HeadCache) for cache in kv_caches):
+                    or not all(is_head_cache(cache) for cache in kv_caches):
                 raise TypeError(f"kv_caches must be a list of {c.num_layers} head caches "
                                 f"(model.new_cache(B)), got {type(kv_caches).__name__}")
             if len({cache.length for cache in kv_caches}) != 1:

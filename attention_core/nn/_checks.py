@@ -72,13 +72,17 @@ def check_factory_dtype(dtype) -> None:
         check_float_dtype("dtype", dtype)
 
 
+def broadcasts_to(shape, target) -> bool:
+    """Whether ``shape`` broadcasts to exactly ``target``: aligned from the right, each of
+    its dims is 1 or the target's, and it has no more dims (``torch.broadcast_to``'s rule,
+    without building a tensor or calling ``torch.broadcast_shapes``, which is slow)."""
+    shape, target = tuple(shape), tuple(target)
+    return len(shape) <= len(target) and all(s in (1, t) for s, t in zip(reversed(shape), reversed(target)))
+
+
 def broadcast_or_raise(name: str, shape, target, what: str) -> None:
     """Raise unless ``shape`` broadcasts to exactly ``target``."""
-    try:
-        ok = torch.broadcast_shapes(tuple(shape), tuple(target)) == tuple(target)
-    except RuntimeError:
-        ok = False
-    if not ok:
+    if not broadcasts_to(shape, target):
         raise ValueError(
             f"{name} of shape {tuple(shape)} does not broadcast to {what} {tuple(target)}"
         )
@@ -137,17 +141,21 @@ def check_qkv(query, key, value) -> None:
         raise ValueError(
             f"empty sequence: query {tuple(query.shape)}, key {tuple(key.shape)}"
         )
-    try:
-        torch.broadcast_shapes(query.shape[:-2], key.shape[:-2])
-    except RuntimeError:
-        raise ValueError(
-            f"batch dims of query {tuple(query.shape)} and key {tuple(key.shape)} do not broadcast"
-        ) from None
+    if query.shape[:-2] != key.shape[:-2]:  # the usual case, equal batch dims, needs no more
+        try:
+            torch.broadcast_shapes(query.shape[:-2], key.shape[:-2])
+        except RuntimeError:
+            raise ValueError(
+                f"batch dims of query {tuple(query.shape)} and key {tuple(key.shape)} do not broadcast"
+            ) from None
 
 
 def scores_shape(query: torch.Tensor, key: torch.Tensor) -> torch.Size:
     """``(..., L, S)``: the shape of the scores of ``query (..., L, E)`` against ``key (..., S, E)``."""
-    return (*torch.broadcast_shapes(query.shape[:-2], key.shape[:-2]), query.size(-2), key.size(-2))
+    batch = query.shape[:-2]
+    if batch != key.shape[:-2]:
+        batch = torch.broadcast_shapes(batch, key.shape[:-2])
+    return (*batch, query.size(-2), key.size(-2))
 
 
 def check_attn_mask(attn_mask, shape, device=None, name: str = "attn_mask") -> None:

@@ -24,7 +24,7 @@ from torch.nn import functional as F
 from ._checks import check_bool, check_dropout, check_eps, check_positive_int
 from .attention_functions import AttentionFunction
 from .feedforward import ACTIVATIONS, FEED_FORWARDS, feed_forward
-from .kv_cache import HeadCache
+from .kv_cache import HeadCache, is_head_cache
 from .latent_attention import LatentKVCache
 from .multihead import MultiHeadAttention
 from .norms import QKNormLinear, RMSNorm
@@ -104,7 +104,7 @@ def _check_stream(attn: MultiHeadAttention, x, attn_mask, kv_cache: HeadCache | 
     """Raise unless the stream ``x (B, T, D)`` and its self-attention ``attn_mask`` fit
     ``attn``, before any sublayer (a pre-norm block's LayerNorm comes first) runs."""
     attn._check_input("x", x)
-    if kv_cache is not None and (not isinstance(kv_cache, HeadCache)
+    if kv_cache is not None and (not is_head_cache(kv_cache)
                                  or isinstance(kv_cache, (PagedKVCache, LatentKVCache))):
         raise TypeError(f"kv_cache must be a head cache (block.attn.new_cache(B, max_len)) or None, "
                         f"got {type(kv_cache).__name__} (a PagedKVCache is read by paged_attention, "

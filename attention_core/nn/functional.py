@@ -150,6 +150,7 @@ def eager_attention(
     query, key, value = (upcast(x) for x in (query, key, value))
     scale = 1.0 / math.sqrt(query.size(-1)) if scale is None else scale
     scores = (query * scale) @ key.transpose(-2, -1)  # (..., L, S); scaling q is cheaper
+    is_causal = is_causal and query.size(-2) > 1  # one query, aligned to the last key, sees them all
     if is_causal or attn_mask is not None:
         weights = masked_softmax_(apply_mask_(scores, attn_mask, is_causal))  # dead rows: 0
     else:

@@ -103,7 +103,8 @@ def grouped_query_attention(query: torch.Tensor, key: torch.Tensor, value: torch
     if G == 1 or attn_mask is not None:
         return scaled_dot_product_attention(query, repeat_kv(key, G), repeat_kv(value, G), attn_mask,
                                             is_causal, scale, dropout_p)
-    mask = causal_mask(L, S, device=query.device).repeat(G, 1) if is_causal else None  # (G*L, S)
+    # (G*L, S); one query (decoding), aligned to the last key, sees every key: no mask
+    mask = causal_mask(L, S, device=query.device).repeat(G, 1) if is_causal and L > 1 else None
     query = query.reshape(B, Hkv, G * L, E)  # (B, H, L, E) -> (B, Hkv, G*L, E): a group's heads in a row
     out, weights = scaled_dot_product_attention(query, key, value, attn_mask=mask, scale=scale,
                                                 dropout_p=dropout_p)

@@ -29,10 +29,10 @@ from ._checks import (
 )
 from .attention_functions import ATTENTION_FUNCTIONS, AttentionFunction, AttentionKernel
 from .heads import merge_heads, repeat_kv, split_heads
-from .kv_cache import HeadCache, KVCache
+from .kv_cache import HeadCache, KVCache, is_head_cache
 from .latent_attention import LatentKVCache
 from .paged import PagedKVCache
-from .positional import apply_rotary
+from .positional import rotary_table, rotate_pairs
 
 __all__ = ["MultiHeadAttention", "mean_pool_kv_heads"]
 
@@ -226,7 +226,7 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(f"query {tuple(query.shape)}, key {tuple(key.shape)} and value "
                              f"{tuple(value.shape)} must share B, and key/value must share S")
         # a paged or latent cache has an append too, of other arguments ('append() missing v')
-        if kv_cache is not None and (not isinstance(kv_cache, HeadCache)
+        if kv_cache is not None and (not is_head_cache(kv_cache)
                                      or isinstance(kv_cache, (PagedKVCache, LatentKVCache))):
             raise TypeError(f"kv_cache must be a head cache (KVCache, RollingKVCache: "
                             f"layer.new_cache(B, max_len)) or None, got {type(kv_cache).__name__} "
@@ -238,11 +238,11 @@ class MultiHeadAttention(nn.Module):
     def _rotate(self, q: torch.Tensor, k: torch.Tensor, past: int) -> tuple[torch.Tensor, torch.Tensor]:
         """RoPE on ``q (B, H, L, E)`` and the new keys ``k (B, Hkv, S_new, E)`` at their
         absolute positions: ``past`` tokens are cached, and the queries are the last L of
-        all ``S = past + S_new`` positions."""
-        k = apply_rotary(k, torch.arange(past, past + k.size(2), device=k.device), self.rope_base)
-        S = past + k.size(2)
-        q = apply_rotary(q, torch.arange(S - q.size(2), S, device=q.device), self.rope_base)
-        return q, k
+        all ``S = past + S_new`` positions. Both read one kept table (``rotary_table``):
+        :func:`~attention_core.nn.positional.apply_rotary`'s values, computed once."""
+        S, L = past + k.size(2), q.size(2)
+        cos, sin = rotary_table(S, self.head_dim, self.rope_base, q.dtype, q.device)  # (>= S, E/2)
+        return rotate_pairs(q, cos[S - L:S], sin[S - L:S]), rotate_pairs(k, cos[past:S], sin[past:S])
 
     def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask, is_causal: bool
                 ) -> tuple[torch.Tensor, torch.Tensor | None]:

@@ -12,14 +12,16 @@ ALiBi slope ``lambda_a`` of head ``a``.
 Shape legend: T positions, D model width d_model (or head dim d_k for RoPE; even),
 H heads, L query length, S key length.
 
-Internal, not re-exported: ``rotary_cos_sin``, RoPE's cos/sin tables, and ``rotate_pairs``,
-the rotation by given tables. :func:`apply_rotary` is the two together; the in-browser
-model's export feeds the same tables to ONNX Runtime and rotates by them in PyTorch (one
-copy of the angle formula and of the pairing).
+Internal, not re-exported: ``rotary_cos_sin``, RoPE's cos/sin tables, ``rotary_table``, the
+same tables at positions ``0 ..`` computed once and kept (what a layer rotates by at every
+step), and ``rotate_pairs``, the rotation by given tables. :func:`apply_rotary` is a table
+and the rotation together; the in-browser model's export feeds the same tables to ONNX
+Runtime and rotates by them in PyTorch (one copy of the angle formula and of the pairing).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -110,6 +112,28 @@ def rotary_cos_sin(positions: torch.Tensor, dim: int, base: float = 10000.0,
     return angles.cos().to(dtype), angles.sin().to(dtype)
 
 
+def rotary_table(length: int, dim: int, base: float = 10000.0, dtype: torch.dtype = torch.float32,
+                 device=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """``cos``, ``sin (T, dim/2)`` at positions ``0 .. T - 1`` for some ``T >= length``:
+    :func:`rotary_cos_sin`'s values (each entry is computed alone, so a slice equals the
+    tables of its positions), built once per ``(T, dim, base, dtype, device)`` and kept.
+    ``T`` is ``length`` rounded up to a power of two (at least 64), so a decoder that grows
+    by one token a step rebuilds it only when it doubles. Slice rows ``p0:p1`` for
+    positions ``p0 .. p1 - 1``."""
+    check_positive_int("length", length)
+    check_float_dtype("dtype", dtype)
+    return _cached_table(max(64, 1 << (length - 1).bit_length()), dim, float(base), dtype,
+                         torch.device("cpu") if device is None else torch.device(device))
+
+
+@functools.lru_cache(maxsize=32)
+def _cached_table(length: int, dim: int, base: float, dtype: torch.dtype,
+                  device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    # ordinary tensors even when first asked for under inference_mode (training reuses them)
+    with torch.inference_mode(False), torch.no_grad():
+        return rotary_cos_sin(torch.arange(length, device=device), dim, base, dtype)
+
+
 def apply_rotary(x: torch.Tensor, positions: torch.Tensor | None = None,
                  base: float = 10000.0) -> torch.Tensor:
     """Rotary position embedding (RoPE, Su et al. 2021) of ``x (..., T, D)``.
@@ -124,8 +148,9 @@ def apply_rotary(x: torch.Tensor, positions: torch.Tensor | None = None,
     check_tensor("x", x, min_dim=2)
     T, D = x.shape[-2:]
     _check_even("x.shape[-1]", D)
-    if positions is None:
-        positions = torch.arange(T, device=x.device)
+    if positions is None:  # 0 .. T-1: rows of the kept table
+        cos, sin = rotary_table(T, D, base, x.dtype, x.device)
+        return rotate_pairs(x, cos[:T], sin[:T])
     positions = _as_positions(positions, x.device)
     if positions.shape != (T,):
         raise ValueError(f"positions must have shape ({T},) to match x {tuple(x.shape)}, "
