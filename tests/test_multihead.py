@@ -149,6 +149,32 @@ def test_default_attention_is_eager():
 
 
 @pytest.mark.parametrize("num_kv_heads", [None, 2, 1])
+def test_need_weights_false_attends_with_sdpa_and_gives_the_same_output(num_kv_heads):
+    """need_weights=False: an eager layer gives the same output by the fused kernel, weights None,
+    with masks, causal, and a cache (one query, then a chunk of queries, lower-right aligned)."""
+    layer = MultiHeadAttention(16, 4, num_kv_heads, rope=True, dtype=torch.float64).eval()
+    x = torch.randn(2, 9, 16, dtype=torch.float64)
+    keep = padding_mask([9, 5], 9).unsqueeze(1)  # (B, 1, 1, S)
+    for kwargs in ({}, {"is_causal": True}, {"attn_mask": keep}, {"attn_mask": keep, "is_causal": True}):
+        out, weights = layer(x, **kwargs, need_weights=False)
+        assert weights is None
+        assert_close(out, layer(x, **kwargs)[0])
+    outs = {}
+    for need in (True, False):
+        cache = layer.new_cache(2, 9)
+        steps = [layer(x[:, :1], is_causal=True, kv_cache=cache, need_weights=need)[0],
+                 layer(x[:, 1:6], is_causal=True, kv_cache=cache, need_weights=need)[0],
+                 layer(x[:, 6:], is_causal=True, kv_cache=cache, need_weights=need)[0]]
+        outs[need] = torch.cat(steps, dim=1)
+    assert_close(outs[False], outs[True])
+    assert_close(outs[False], layer(x, is_causal=True)[0])
+    flash = MultiHeadAttention(16, 4, num_kv_heads, attention="flash", dtype=torch.float64)
+    assert flash(x, need_weights=False)[1] is None  # another kernel is kept as it is
+    with pytest.raises(TypeError, match="need_weights"):
+        layer(x, need_weights="no")
+
+
+@pytest.mark.parametrize("num_kv_heads", [None, 2, 1])
 @pytest.mark.parametrize("rope", [False, True])
 def test_flash_equals_eager_for_mha_gqa_and_mqa(num_kv_heads, rope):
     eager, flash = twins("flash", num_kv_heads, rope)

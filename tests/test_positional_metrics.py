@@ -128,3 +128,29 @@ def test_tiny_transformer_positional_options():
             assert logits.shape == (2, 12, 1, 10) and (weights.triu(1) == 0).all()
     with pytest.raises(ValueError, match="positional must be one of"):
         TinyTransformer(10, 8, positional="relative")
+
+
+def test_rotate_pairs_by_complex_product_equals_the_pairwise_formula():
+    """rotate_pairs turns pairs as complex numbers where it can (float32/64, pairs side by
+    side): it equals the written-out rotation to rounding, in every layout it meets, and an
+    odd offset or half precision takes the written-out path."""
+    from attention_core.nn.positional import _as_complex_ok, rotary_cos_sin, rotate_pairs
+
+    def by_hand(x, cos, sin):
+        even, odd = x[..., 0::2].double(), x[..., 1::2].double()
+        c, s = cos.double(), sin.double()
+        return torch.stack((even * c - odd * s, even * s + odd * c), -1).flatten(-2)
+
+    g = torch.Generator().manual_seed(0)
+    base = torch.randn(2, 12, 3, 10, generator=g)  # (B, T, H, E + 2)
+    layouts = {"contiguous": base[..., :8].contiguous().transpose(1, 2),
+               "heads split": base[..., :8].transpose(1, 2),  # (B, H, T, E) view, as split_heads
+               "odd offset": base[..., 1:9].transpose(1, 2)}
+    cos, sin = rotary_cos_sin(torch.arange(5, 17), 8, 100.0)  # (T, E/2)
+    for name, x in layouts.items():
+        assert _as_complex_ok(x, cos) == (name != "odd offset"), name
+        assert_close(rotate_pairs(x, cos, sin).double(), by_hand(x, cos, sin), atol=1e-6, rtol=1e-6)
+    half = layouts["contiguous"].half()
+    assert not _as_complex_ok(half, cos.half())
+    assert_close(rotate_pairs(half, cos.half(), sin.half()).double(), by_hand(half, cos, sin), atol=2e-2,
+                 rtol=1e-2)

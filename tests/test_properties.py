@@ -139,13 +139,13 @@ def _case(name, B, H, L, S, E, Ev, Hkv, block, causal, dtype, seed):
     the reference is eager attention (or, for the approximations, the attention they are
     defined to compute) in float64 on the same rounded inputs."""
     g = torch.Generator().manual_seed(seed)
-    S = S if name in ("eager", "grouped_query", "flash") else L  # the others: self-attention
+    S = S if name in ("eager", "grouped_query", "flash", "sdpa") else L  # the others: self-attention
     q = torch.randn(B, H, L, E, generator=g).to(dtype)
     k, v = torch.randn(B, H, S, E, generator=g).to(dtype), torch.randn(B, H, S, Ev, generator=g).to(dtype)
     fn = ATTENTION_FUNCTIONS[name]
     if name == "eager":
         return fn(q, k, v, is_causal=causal)[0], _eager64(q, k, v, is_causal=causal)
-    if name == "grouped_query":
+    if name in ("grouped_query", "sdpa"):  # sdpa: fewer kv heads too (Hkv = H is plain MHA)
         k, v = k[:, :Hkv], v[:, :Hkv]
         G = H // Hkv
         return (fn(q, k, v, is_causal=causal)[0],
@@ -174,7 +174,7 @@ KERNELS = sorted(set(ATTENTION_FUNCTIONS) - {"triton"})  # triton needs a GPU
 
 
 def test_every_kernel_has_a_property_case():
-    assert set(KERNELS) == {"eager", "grouped_query", "flash", "sliding_window", "linear",
+    assert set(KERNELS) == {"eager", "grouped_query", "sdpa", "flash", "sliding_window", "linear",
                             "linformer", "lsh"}
 
 
@@ -196,7 +196,7 @@ def test_every_kernel_equals_eager_attention(name, B, H, Hkv_index, L, S, E, Ev,
     assert_close(out.double(), ref, **TOLERANCE[dtype])
 
 
-@pytest.mark.parametrize("name", ["eager", "grouped_query", "flash", "sliding_window"])
+@pytest.mark.parametrize("name", ["eager", "grouped_query", "sdpa", "flash", "sliding_window"])
 @settings(max_examples=20, deadline=None)
 @given(L=dims, E=dims, Ev=dims, kind=st.sampled_from(["bool", "float"]), causal=st.booleans(),
        seed=st.integers(0, 2**16))

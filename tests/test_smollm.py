@@ -86,6 +86,10 @@ def test_cached_logits_equal_the_full_forward(tiny):
         last, weights = ours(x[:, -1:], ours.new_cache(2, T))  # a fresh cache: one token alone
     assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=0)
     assert caches[0].length == T and weights[0].shape == (2, 6, 1, 1)
+    with torch.no_grad():  # no weights asked for: the layers attend by the fused kernel, same logits
+        hidden, none = ours.hidden_states(x, output_attentions=False)
+    assert none == ()
+    assert_close(ours.lm_head(hidden), full, atol=1e-5, rtol=0)
 
 
 def test_sampling_follows_the_generator(tiny):

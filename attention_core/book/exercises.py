@@ -20,7 +20,7 @@ import torch
 
 from ..models import interpret, llm_probes
 from ..models.seeding import seeded
-from ..nn import functional, masks, multihead, positional
+from ..nn import functional, heads, masks, positional
 from ..nn.block import TransformerBlock
 from ..nn.delta_rule import delta_rule_attention
 from ..nn.flash import online_softmax
@@ -350,7 +350,7 @@ def check_split_heads(student: Callable) -> Feedback:
         "heads interleaved: head h must own the contiguous features h*E .. (h+1)*E - 1":
             lambda x, h: x.view(x.size(0), x.size(1), x.size(2) // h, h).permute(0, 3, 1, 2),
     }
-    return _check(student, multihead.split_heads, cases, mistakes, "split_heads")
+    return _check(student, heads.split_heads, cases, mistakes, "split_heads")
 
 
 def check_repeat_kv(student: Callable) -> Feedback:
@@ -366,7 +366,7 @@ def check_repeat_kv(student: Callable) -> Feedback:
             lambda kv, g: kv.repeat_interleave(g, dim=2),
         "nothing repeated: the result needs Hkv * num_groups heads": lambda kv, g: kv,
     }
-    return _check(student, multihead.repeat_kv, cases, mistakes, "repeat_kv")
+    return _check(student, heads.repeat_kv, cases, mistakes, "repeat_kv")
 
 
 # --- the Transformer block ---------------------------------------------------------------

@@ -162,7 +162,8 @@ class SmolLM(nn.Module):
                       ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
         """``input_ids (B, T)`` -> ``(hidden (B, T, D), attentions)``: the final norm's
         output, and one ``(B, H, T, S)`` weight tensor per layer (none when
-        ``output_attentions`` is False)."""
+        ``output_attentions`` is False: the layers then attend without forming them,
+        ``need_weights=False``)."""
         self._check_inputs(input_ids, kv_caches, head_mask)
         caches = kv_caches or [None] * len(self.layers)
         attn_mask, is_causal = _decoder_mask(caches[0], input_ids.size(1))
@@ -170,7 +171,8 @@ class SmolLM(nn.Module):
         attentions = []
         with ablate_heads(self, head_mask):
             for layer, cache in zip(self.layers, caches):
-                x, weights = layer(x, attn_mask, is_causal, kv_cache=cache)  # (B, T, D), (B, H, T, S)
+                x, weights = layer(x, attn_mask, is_causal, kv_cache=cache,
+                                   need_weights=output_attentions)  # (B, T, D), (B, H, T, S) or None
                 if output_attentions:
                     attentions.append(weights)
         return self.norm(x), tuple(attentions)

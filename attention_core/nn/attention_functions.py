@@ -36,12 +36,14 @@ import importlib.util
 from collections.abc import Callable
 
 import torch
+import torch.nn.functional as F
 
-from ._checks import check_is_causal
+from ._checks import check_attn_mask, check_dropout_p, check_is_causal, check_qkv, check_scale, scores_shape
 from .flash import flash_attention
-from .functional import scaled_dot_product_attention
-from .heads import grouped_query_attention
+from .functional import NEG_INF, compute_dtype, scaled_dot_product_attention
+from .heads import check_grouped, grouped_query_attention
 from .linear_attention import linear_attention, linformer_attention
+from .masks import causal_mask
 from .sparse import lsh_attention, sliding_window_attention
 
 __all__ = ["ATTENTION_FUNCTIONS", "AttentionFunction", "AttentionKernel"]
@@ -61,6 +63,40 @@ def _eager_attention(query, key, value, attn_mask=None, is_causal=False, scale=N
               and query.dim() == 4 == key.dim() and key.size(1) < query.size(1))
     attend = grouped_query_attention if shared else scaled_dot_product_attention
     return attend(query, key, value, attn_mask, is_causal, scale, dropout_p)
+
+
+def _sdpa_attention(query, key, value, attn_mask=None, is_causal=False, scale=None,
+                    dropout_p=0.0) -> tuple[torch.Tensor, None]:
+    """What ``"eager"`` computes, without forming the weights: PyTorch's fused kernel,
+    ``torch.nn.functional.scaled_dot_product_attention``, under the package's conventions.
+    ``is_causal`` aligns the queries to the end of the keys and combines with ``attn_mask``
+    by AND; a query with no key left gets a zero output (and zero gradients); ``key``/``value (B, Hkv,
+    S, E)`` may have fewer heads than ``query (B, H, L, E)``; float16/bfloat16 are computed
+    in float32. Returns ``(output (..., L, Ev), None)``."""
+    shared = (isinstance(query, torch.Tensor) and isinstance(key, torch.Tensor)
+              and query.dim() == 4 == key.dim() and key.size(1) < query.size(1))
+    check_grouped(query, key, value) if shared else check_qkv(query, key, value)
+    L, S = query.size(-2), key.size(-2)
+    if attn_mask is not None:
+        shape = (*query.shape[:-1], S) if shared else scores_shape(query, key)  # (..., L, S)
+        check_attn_mask(attn_mask, shape, query.device)
+    check_is_causal(is_causal)
+    check_scale(scale)
+    check_dropout_p(dropout_p)
+    mask, causal = attn_mask, is_causal and L > 1  # one query, aligned to the last key, sees them all
+    if causal and (L != S or mask is not None):  # PyTorch aligns is_causal to the start: build ours
+        allowed = causal_mask(L, S, device=query.device)  # (L, S)
+        mask = allowed if mask is None else (
+            allowed & mask if mask.dtype == torch.bool else mask.masked_fill(~allowed, NEG_INF))
+        causal = False
+    dtype = query.dtype
+    query, key, value = (x.to(compute_dtype(dtype)) for x in (query, key, value))
+    if mask is not None and mask.is_floating_point():
+        mask = mask.to(query.dtype)
+    # a query whose keys are all masked gets zeros from PyTorch 2.13 (tests/test_properties.py)
+    out = F.scaled_dot_product_attention(query, key, value, attn_mask=mask, dropout_p=dropout_p,
+                                         is_causal=causal, scale=scale, enable_gqa=shared)  # (..., L, Ev)
+    return out.to(dtype), None
 
 
 def _triton_attention(query, key, value, attn_mask=None, is_causal=False, scale=None,
@@ -125,6 +161,7 @@ ATTENTION_FUNCTIONS: dict[str, AttentionKernel] = {
     "eager": AttentionKernel("eager", _eager_attention, ("dropout_p",), shared_kv_heads=True),
     "grouped_query": AttentionKernel("grouped_query", grouped_query_attention, ("dropout_p",),
                                      shared_kv_heads=True),
+    "sdpa": AttentionKernel("sdpa", _sdpa_attention, ("dropout_p",), shared_kv_heads=True),
     "flash": AttentionKernel("flash", flash_attention, ("block_q", "block_k")),
     "sliding_window": AttentionKernel("sliding_window", sliding_window_attention,
                                       ("window", "block_size"), required=("window",)),
@@ -152,6 +189,12 @@ is_causal=False, scale=None, **options) -> (output, weights or None)``.
   ``MultiHeadAttention``'s default.
 - ``"grouped_query"``: :func:`~attention_core.nn.heads.grouped_query_attention` alone (4-dim
   inputs, Hkv dividing H; GQA, MQA); option ``dropout_p``; weights ``(B, H, L, S)``.
+- ``"sdpa"``: what ``"eager"`` computes, by PyTorch's fused
+  ``torch.nn.functional.scaled_dot_product_attention`` (FlashAttention-style on the CPU,
+  chapter 11), with the package's conventions (causal aligned to the end, masked-out rows
+  zero, fewer key/value heads allowed); option ``dropout_p``; weights None. What a
+  ``MultiHeadAttention(attention="eager")`` attends with when called with
+  ``need_weights=False``, as ``torch.nn.MultiheadAttention`` does.
 - ``"flash"``: :func:`~attention_core.nn.flash.flash_attention`; options ``block_q``,
   ``block_k``; weights None.
 - ``"sliding_window"``: :func:`~attention_core.nn.sparse.sliding_window_attention`; needs

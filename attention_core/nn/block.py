@@ -178,23 +178,32 @@ class TransformerBlock(nn.Module):
             norm=norm, qk_norm=qk_norm, rope_base=rope_base)
 
     def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None = None, is_causal: bool = False,
-                kv_cache: HeadCache | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+                kv_cache: HeadCache | None = None, need_weights: bool = True
+                ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """``x (B, T, D)`` -> ``(output (B, T, D), weights (B, H, T, S))``; ``attn_mask``
         (True = may attend, or a float bias) and ``is_causal`` as in
         :func:`~attention_core.nn.functional.scaled_dot_product_attention`. With ``kv_cache``
         (``block.attn.new_cache(B, max_len)``), ``x`` holds only the new tokens, and they
-        attend to all ``S`` tokens cached so far: decoding one token at a time."""
+        attend to all ``S`` tokens cached so far: decoding one token at a time.
+        ``need_weights=False``: the weights are not formed (None), as in
+        :meth:`MultiHeadAttention.forward <attention_core.nn.multihead.MultiHeadAttention.forward>`."""
         _check_stream(self.attn, x, attn_mask, kv_cache)
         if self.norm_first:
             attended, weights = self.attn(self.norm1(x), attn_mask=attn_mask, is_causal=is_causal,
-                                          kv_cache=kv_cache)
-            x = x + self.dropout(attended)  # (B, T, D): attention adds to the stream
-            x = x + self.dropout(self.mlp(self.norm2(x)))  # (B, T, D): so does the MLP
+                                          kv_cache=kv_cache, need_weights=need_weights)
+            x = x + self._drop(attended)  # (B, T, D): attention adds to the stream
+            x = x + self._drop(self.mlp(self.norm2(x)))  # (B, T, D): so does the MLP
         else:
-            attended, weights = self.attn(x, attn_mask=attn_mask, is_causal=is_causal, kv_cache=kv_cache)
-            x = self.norm1(x + self.dropout(attended))  # (B, T, D): normalise the sum
-            x = self.norm2(x + self.dropout(self.mlp(x)))
+            attended, weights = self.attn(x, attn_mask=attn_mask, is_causal=is_causal, kv_cache=kv_cache,
+                                          need_weights=need_weights)
+            x = self.norm1(x + self._drop(attended))  # (B, T, D): normalise the sum
+            x = self.norm2(x + self._drop(self.mlp(x)))
         return x, weights
+
+    def _drop(self, x: torch.Tensor) -> torch.Tensor:
+        """``self.dropout(x)``, skipped where it does nothing (evaluation, or p = 0): a decoder
+        step calls it twice per block."""
+        return self.dropout(x) if self.training and self.dropout.p > 0 else x
 
     @classmethod
     def from_torch(cls, layer: nn.TransformerEncoderLayer) -> TransformerBlock:

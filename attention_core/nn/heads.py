@@ -9,6 +9,9 @@ registry (:mod:`~attention_core.nn.attention_functions`) can list
 Shape legend: B batch, T length of one sequence, L query length, S key length, H query
 heads (h), Hkv key/value heads (h_kv), G query heads per key/value head (H / Hkv), E head
 dim (d_k). A head is indexed by ``a``: query head ``a`` uses key/value head ``a // G``.
+
+Internal, not in ``__all__``: ``check_grouped``, the checks of grouped inputs (shared with the
+fused kernel of :mod:`~attention_core.nn.attention_functions`).
 """
 
 from __future__ import annotations
@@ -63,7 +66,7 @@ def repeat_kv(x: torch.Tensor, num_groups: int) -> torch.Tensor:
     return x.reshape(B, Hkv * num_groups, S, E)  # (B, Hkv, G, S, E) -> (B, H, S, E)
 
 
-def _check_grouped(query, key, value) -> None:
+def check_grouped(query, key, value) -> None:
     """Raise unless ``query (B, H, L, E)``, ``key (B, Hkv, S, E)`` and ``value (B, Hkv, S, Ev)``
     fit together with ``Hkv`` dividing ``H``; the rest is checked by the attention itself."""
     for name, x in (("query", query), ("key", key), ("value", value)):
@@ -96,7 +99,7 @@ def grouped_query_attention(query: torch.Tensor, key: torch.Tensor, value: torch
     :func:`~attention_core.nn.functional.scaled_dot_product_attention`; ``Hkv`` not dividing
     ``H`` is a ``ValueError``. Returns ``(output (B, H, L, Ev), weights (B, H, L, S))``.
     """
-    _check_grouped(query, key, value)
+    check_grouped(query, key, value)
     B, H, L, E = query.shape
     Hkv, S, Ev = key.size(1), key.size(2), value.size(-1)
     G = H // Hkv

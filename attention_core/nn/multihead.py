@@ -28,7 +28,7 @@ from ._checks import (
     check_tensor,
 )
 from .attention_functions import ATTENTION_FUNCTIONS, AttentionFunction, AttentionKernel
-from .heads import merge_heads, repeat_kv, split_heads
+from .heads import repeat_kv
 from .kv_cache import HeadCache, KVCache, is_head_cache
 from .latent_attention import LatentKVCache
 from .paged import PagedKVCache
@@ -161,7 +161,7 @@ class MultiHeadAttention(nn.Module):
 
     def forward(self, query: torch.Tensor, key: torch.Tensor | None = None,
                 value: torch.Tensor | None = None, attn_mask: torch.Tensor | None = None,
-                is_causal: bool = False, kv_cache: HeadCache | None = None
+                is_causal: bool = False, kv_cache: HeadCache | None = None, need_weights: bool = True
                 ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """``query (B, L, D)``, ``key``/``value (B, S, D)`` (default: ``query``).
 
@@ -172,19 +172,24 @@ class MultiHeadAttention(nn.Module):
         decoding, e.g. :meth:`new_cache`), the new keys and values are appended to the cache
         and the queries attend to everything cached so far. Returns ``(output (B, L, D),
         weights (B, H, L, S))``, the weights None if the kernel forms none.
+        ``need_weights=False`` says nobody reads the weights (as in ``torch.nn.MultiheadAttention``):
+        an ``"eager"`` layer then attends with ``ATTENTION_FUNCTIONS["sdpa"]``, the same maths
+        by PyTorch's fused kernel, and returns None for them.
         """
         key = query if key is None else key
         value = key if value is None else value
         self._check_inputs(query, key, value, attn_mask, kv_cache)
-        q = split_heads(self.q_proj(query), self.num_heads)  # (B, L, D) -> (B, H, L, E)
-        k = split_heads(self.k_proj(key), self.num_kv_heads)  # (B, S_new, D) -> (B, Hkv, S_new, E)
-        v = split_heads(self.v_proj(value), self.num_kv_heads)  # (B, S_new, D) -> (B, Hkv, S_new, E)
+        check_bool("need_weights", need_weights)
+        E = self.head_dim  # the inputs are checked: split the heads without checking again
+        q = self.q_proj(query).unflatten(-1, (-1, E)).transpose(1, 2)  # (B, L, D) -> (B, H, L, E)
+        k = self.k_proj(key).unflatten(-1, (-1, E)).transpose(1, 2)  # (B, S_new, D) -> (B, Hkv, S_new, E)
+        v = self.v_proj(value).unflatten(-1, (-1, E)).transpose(1, 2)  # (B, S_new, D) -> (B, Hkv, S_new, E)
         if self.rope:
             q, k = self._rotate(q, k, past=0 if kv_cache is None else kv_cache.length)
         if kv_cache is not None:
             k, v = kv_cache.append(k, v)  # (B, Hkv, S, E): all keys and values so far
-        out, weights = self._attend(q, k, v, attn_mask, is_causal)  # (B, H, L, E), (B, H, L, S)
-        return self.out_proj(merge_heads(out)), weights  # (B, H, L, E) -> (B, L, D)
+        out, weights = self._attend(q, k, v, attn_mask, is_causal, need_weights)  # (B, H, L, E), (B, H, L, S)
+        return self.out_proj(out.transpose(1, 2).flatten(-2)), weights  # (B, H, L, E) -> (B, L, D)
 
     def _check_input(self, name: str, x) -> None:
         """Raise unless ``x`` is ``(B, T, embed_dim)``, ``T >= 1``, on the parameters' device
@@ -220,8 +225,10 @@ class MultiHeadAttention(nn.Module):
         """Raise unless the inputs are ``(B, L, D)``, ``(B, S, D)``, ``(B, S, D)`` on the
         parameters' device and in their dtype, the mask broadcasts to ``(B, H, L, S)`` there
         (S counting the cache), and ``kv_cache`` is a head cache."""
-        for name, x in (("query", query), ("key", key), ("value", value)):
-            self._check_input(name, x)
+        self._check_input("query", query)
+        for name, x, same in (("key", key, query), ("value", value, key)):
+            if x is not same:  # self-attention passes one tensor three times: checked once
+                self._check_input(name, x)
         if key.shape[:2] != value.shape[:2] or key.size(0) != query.size(0):
             raise ValueError(f"query {tuple(query.shape)}, key {tuple(key.shape)} and value "
                              f"{tuple(value.shape)} must share B, and key/value must share S")
@@ -244,15 +251,19 @@ class MultiHeadAttention(nn.Module):
         cos, sin = rotary_table(S, self.head_dim, self.rope_base, q.dtype, q.device)  # (>= S, E/2)
         return rotate_pairs(q, cos[S - L:S], sin[S - L:S]), rotate_pairs(k, cos[past:S], sin[past:S])
 
-    def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask, is_causal: bool
-                ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """``q (B, H, L, E)`` over ``k``, ``v (B, Hkv, S, E)`` with the layer's kernel ->
-        ``(output (B, H, L, E), weights (B, H, L, S) or None)``."""
+    def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask, is_causal: bool,
+                need_weights: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``q (B, H, L, E)`` over ``k``, ``v (B, Hkv, S, E)`` with the layer's kernel (``"sdpa"``
+        for an ``"eager"`` layer when the weights are not needed) -> ``(output (B, H, L, E),
+        weights (B, H, L, S) or None)``."""
         dropout_p = self.dropout if self.training else 0.0
         options = {"dropout_p": dropout_p} if dropout_p > 0 else {}  # dropout > 0 needs a kernel with it
+        fn = self.attention_fn
+        if not need_weights and fn is ATTENTION_FUNCTIONS["eager"]:
+            fn = ATTENTION_FUNCTIONS["sdpa"]  # the same maths, no (B, H, L, S) weights formed
         G = 1 if self._kernel().shared_kv_heads else self.num_heads // self.num_kv_heads
         # (B, Hkv, S, E) -> (B, H, S, E) for a kernel that needs a kv head per query head
-        return self.attention_fn(q, repeat_kv(k, G), repeat_kv(v, G), attn_mask, is_causal, **options)
+        return fn(q, repeat_kv(k, G), repeat_kv(v, G), attn_mask, is_causal, **options)
 
     def _kernel(self) -> AttentionKernel:
         """The :class:`~attention_core.nn.attention_functions.AttentionKernel` under

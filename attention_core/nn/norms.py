@@ -29,6 +29,12 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor | None = None, eps: float = 1
     returned in ``x``'s dtype, so half-precision inputs do not overflow in ``x**2``."""
     check_tensor("x", x)
     check_eps("eps", eps)
+    return _rms_norm(x, weight, eps)
+
+
+def _rms_norm(x: torch.Tensor, weight: torch.Tensor | None, eps: float) -> torch.Tensor:
+    """:func:`rms_norm`'s maths, on arguments already checked (:class:`RMSNorm` checks its
+    input once, not twice, on every call of a decoder's step)."""
     dtype = torch.promote_types(x.dtype, torch.float32)
     h = x.to(dtype)
     h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)  # (..., D): root mean square 1
@@ -53,7 +59,7 @@ class RMSNorm(nn.Module):
         check_device("x", x, self.weight.device, "the module's weight")
         if x.size(-1) != self.weight.numel():
             raise ValueError(f"x must end in dim={self.weight.numel()}, got shape {tuple(x.shape)}")
-        return rms_norm(x, self.weight, self.eps)
+        return _rms_norm(x, self.weight, self.eps)  # eps was checked when the module was built
 
     def extra_repr(self) -> str:
         return f"{self.weight.numel()}, eps={self.eps}"
