@@ -12,14 +12,17 @@ The kernel runs in the Colab-like venv of tests/colab_env.py when it has been bu
 checkout so that the chapters import this checkout's package; otherwise in this
 interpreter. Which one is recorded.
 
-    python bench_chapters.py                 # every chapter
+    python bench_chapters.py                 # every chapter, on one core, the other one busy
     python bench_chapters.py 07 10           # chapters whose file name starts with 07 or 10
-    python bench_chapters.py --second-core-busy 10   # on one core, the other one busy
+    python bench_chapters.py --both-cores 10 # with both cores free
 
 Issue 48: a reader's budget must hold on one free core (Colab's two vCPUs are often one
 hyper-threaded core, and another process may hold the second). ``--second-core-busy``
 pins the kernel to the first CPU this process may use and keeps the second one busy with
 a spinning process for the whole run, so a chapter that counts on a second core shows it.
+Issue 56: that is the record (``make bench`` runs it so). Every chapter's budget is 60 s if
+it trains models and 30 s if not, except chapter 10's, 90 s: it trains 15 models (5
+position schemes x 3 seeds), an experiment the book keeps whole.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from _timing import machine
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTERS = ROOT / "chapters"
 BUDGET_TRAINS_S, BUDGET_OTHER_S = 60.0, 30.0
+BUDGET_EXCEPTIONS_S = {"10_positional_encoding": 90.0}  # 15 models trained (issue 56's decision)
 # a chapter trains if one of its code cells calls a training function (train_seq2seq,
 # train_every_scheme, train_model, ...) of attention_core.models
 TRAINS = re.compile(r"\btrain_\w+\(")
@@ -110,7 +114,7 @@ def time_chapter(path: Path, kernel_name: str, timeout: float = 900) -> dict:
     slowest, slowest_s = max(cells, key=lambda ic: ic[1])
     first_line = next((line for line in nb.cells[slowest].source.splitlines()
                        if line.strip() and not line.startswith("#")), "")
-    budget = BUDGET_TRAINS_S if trains(nb) else BUDGET_OTHER_S
+    budget = BUDGET_EXCEPTIONS_S.get(path.stem, BUDGET_TRAINS_S if trains(nb) else BUDGET_OTHER_S)
     return {"seconds": seconds, "cpu_s": cpu, "cells_s": sum(s for _, s in cells), "budget_s": budget,
             "trains": trains(nb), "slowest_cell": slowest, "slowest_cell_s": slowest_s,
             "slowest_cell_code": first_line[:80], "within_budget": seconds <= budget,
@@ -139,7 +143,7 @@ def second_core_busy():
         spinner.wait()
 
 
-def run(prefixes: tuple[str, ...] = (), busy: bool = False) -> dict:
+def run(prefixes: tuple[str, ...] = (), busy: bool = True) -> dict:
     paths = sorted(p for p in CHAPTERS.glob("*.ipynb") if not prefixes or p.name.startswith(prefixes))
     python = kernel_python()
     previous = os.environ.get("JUPYTER_PATH")
@@ -166,12 +170,13 @@ def run(prefixes: tuple[str, ...] = (), busy: bool = False) -> dict:
     return {"chapters": chapters, "kernel": "Colab-like venv" if colab else "this interpreter",
             "kernel_python": str(python), "load_average_1min": os.getloadavg()[0],
             "second_core_busy": None if cpus is None else {"kernel_cpu": cpus[0], "busy_cpu": cpus[1]},
-            "targets": {"trains_s": BUDGET_TRAINS_S, "other_s": BUDGET_OTHER_S},
+            "targets": {"trains_s": BUDGET_TRAINS_S, "other_s": BUDGET_OTHER_S,
+                        "exceptions_s": BUDGET_EXCEPTIONS_S},
             "machine": machine()}
 
 
 if __name__ == "__main__":
     args = sys.argv[1:]
-    busy = "--second-core-busy" in args
-    result = run(tuple(a for a in args if a != "--second-core-busy"), busy=busy)
+    busy = "--both-cores" not in args
+    result = run(tuple(a for a in args if a not in ("--both-cores", "--second-core-busy")), busy=busy)
     print(json.dumps({k: v for k, v in result.items() if k != "chapters"}, indent=1))

@@ -10,18 +10,16 @@ weights as the GGUF stores them, byte for byte (:func:`externalise_weights`):
 * every matrix of the 30 blocks as its Q4_1 blocks (32 weights share a float16 scale ``d``
   and offset ``m``: ``w = d * q + m``, ``q`` in 0..15), 66 MB;
 * the tied embedding (also the LM head) as its Q8_0 blocks (32 int8 weights and a float16
-  scale), 30 MB. Re-quantising it to 4 bits (:func:`q4_1_quantise`) would save 12 MB, but
-  changed the greedy answer within 20 tokens on 10 prompts out of 10 and the top-1 token at
-  16 % of the book's prose positions.
+  scale), 30 MB. The weights are the file's own: re-quantising any of them would make the
+  browser's model differ from the chapter's.
 
 After the download the page decodes the blocks to float32 once (``llm-lab/blocks.js``, as
 :func:`decode_weights` does here) and hands them to ONNX Runtime as the graph's external
 data (``weights.f32``, 538 MB, never on the server), so each step runs plain float32
 ``MatMul``s. The weights equal the package's float32 ones exactly; only float32 rounding
-differs (``meta.json`` gives the measured difference). Decoding inside the graph at every
-step, as the first version did, ran about seven times slower in the browser (measured 7.3x; ONNX Runtime's
-``MatMulNBits`` 10 to 20 times slower than a float32 ``MatMul`` in WebAssembly, and folding
-the decoding into constants ran out of memory there).
+differs (``meta.json`` gives the measured difference). The first version decoded the blocks
+inside the graph at every step (ONNX Runtime's ``MatMulNBits``), which ran several times
+slower in WebAssembly; that comparison was not kept as a record.
 
 Files written (the contract with the page's script ``_web/_static/llm-lab/llm.js``)::
 
@@ -84,7 +82,7 @@ from .web_model import files_hash, round_up, write_readable
 
 __all__ = ["BLOCK_FILES",
     "MAX_BYTES", "MAX_TOTAL_BYTES", "INPUTS", "OUTPUTS", "BLOCK", "PRECISION", "q4_1_from_gguf",
-    "q4_1_quantise", "q4_1_dequantise", "q8_0_from_gguf", "WebSmolLM", "empty_past", "export_onnx",
+    "q8_0_from_gguf", "WebSmolLM", "empty_past", "export_onnx",
     "WEIGHTS", "SHIPPED", "FILES", "shipped_matrices", "decode_blocks", "externalise_weights",
     "decode_weights", "load_decoded", "PROMPTS", "book_prose", "OrtDecoder", "prose_agreement",
     "source_hash", "export_smollm2", "main",
@@ -119,57 +117,12 @@ def q4_1_from_gguf(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     return blocks[..., 4:].copy(), d, m
 
 
-def q4_1_quantise(weight: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``weight (rows, cols)`` float -> Q4_1 blocks of 32 along a row, as
-    :func:`q4_1_from_gguf` gives them: ``d = (max - min) / 15``, ``m = min``, ``q = round((w - m) / d)``."""
-    rows, cols = weight.shape
-    if cols % BLOCK:
-        raise ValueError(f"weight columns must be a multiple of {BLOCK}, got shape {weight.shape}")
-    w = weight.reshape(rows, cols // BLOCK, BLOCK).astype(np.float32)  # (rows, nblk, 32)
-    lo, hi = w.min(-1, keepdims=True), w.max(-1, keepdims=True)
-    d = ((hi - lo) / 15).astype(np.float16)
-    m = lo.astype(np.float16)
-    d32 = np.where(d == 0, 1, d).astype(np.float32)
-    q = np.clip(np.rint((w - m.astype(np.float32)) / d32), 0, 15).astype(np.uint8)  # (rows, nblk, 32)
-    return q[..., :16] | (q[..., 16:] << 4), d, m
-
-
-def q4_1_dequantise(qs: torch.Tensor, d: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
-    """``(qs (..., nblk, 16) uint8, d, m (..., nblk, 1) float16)`` -> float32 ``(..., nblk * 32)``.
-    The nibbles are split with float arithmetic (``floor``), ops every runtime has."""
-    byte = qs.float()  # (..., nblk, 16)
-    high = torch.floor(byte / 16)
-    q = torch.cat((byte - 16 * high, high), dim=-1)  # (..., nblk, 32): low nibbles first
-    w = q * d.float() + m.float()  # (..., nblk, 32)
-    return w.flatten(-2)  # (..., nblk * 32)
-
-
 def q8_0_from_gguf(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """A GGUF Q8_0 tensor's bytes ``(rows, nblk * 34)`` -> ``(qs int8 (rows, nblk, 32),
     d float16 (rows, nblk, 1))``: ``w = d * q`` (ggml's ``block_q8_0``)."""
     rows = raw.shape[0]
     blocks = np.ascontiguousarray(raw).reshape(rows, -1, 34)  # (rows, nblk, 34)
     return blocks[..., 2:].copy().view(np.int8), blocks[..., 0:2].copy().view(np.float16)
-
-
-class _PastCache:
-    """A head cache over tensors: ``length`` is the past's length, ``append`` concatenates
-    (what ``torch.export`` can trace; the package's ``KVCache`` writes into a buffer)."""
-
-    def __init__(self, keys: torch.Tensor, values: torch.Tensor):
-        self.keys, self.values = keys, values  # (B, Hkv, S - T, E)
-        self.length = keys.size(2)
-
-    def append(self, k, v):
-        self.keys = torch.cat((self.keys, k), dim=2)  # (B, Hkv, S, E)
-        self.values = torch.cat((self.values, v), dim=2)
-        return self.keys, self.values
-
-    def nbytes(self) -> int:
-        return 0
-
-    def reset(self) -> None:
-        pass
 
 
 # -- the graph: one fused node where ONNX Runtime has one ---------------------------------
