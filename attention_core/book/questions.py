@@ -206,7 +206,8 @@ def ch03():
         _mc("In self-attention the scores are ω_ij = (x_i W_q) · (x_j W_k). Is the score matrix symmetric?",
             ("Not in general: W_q W_kᵀ need not be symmetric, so i looking at j differs from j looking at i",
              True,
-             "The score is the bilinear form x_i W_q W_kᵀ x_jᵀ, symmetric only if W_q W_kᵀ is; on a random "
+             "The score is the bilinear form x_i W_q W_kᵀ x_jᵀ, symmetric for every input only if W_q W_kᵀ "
+             "is; on a random "
              "5-token example the package's scores are not symmetric."),
             ("Yes, because a dot product is symmetric", False,
              "q_i · k_j = k_j · q_i, but ω_ji = q_j · k_i uses other vectors: the query of j and the key of "
@@ -584,8 +585,8 @@ def ch09():
             ("Reading the cache is memory-bound: each step reads the whole cache, and sharing cuts the "
              "bytes read", True,
              "A step does about h/h_kv FLOPs per byte of cache at any batch size, far below what an "
-             "accelerator needs; at long contexts the cache is most of the bytes, so fewer bytes means a "
-             "faster step."),
+             "accelerator needs; once B·S is large compared with d_model, the cache is most of the bytes, "
+             "so fewer bytes means a faster step."),
             ("It cuts the FLOPs of the score product", False,
              "Each query head still scores every key; the FLOPs barely change."),
             ("It makes the softmax cheaper", False, "The softmax is a tiny part of a decoding step.")),
