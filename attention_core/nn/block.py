@@ -191,19 +191,14 @@ class TransformerBlock(nn.Module):
         if self.norm_first:
             attended, weights = self.attn(self.norm1(x), attn_mask=attn_mask, is_causal=is_causal,
                                           kv_cache=kv_cache, need_weights=need_weights)
-            x = x + self._drop(attended)  # (B, T, D): attention adds to the stream
-            x = x + self._drop(self.mlp(self.norm2(x)))  # (B, T, D): so does the MLP
+            x = x + self.dropout(attended)  # (B, T, D): attention adds to the stream
+            x = x + self.dropout(self.mlp(self.norm2(x)))  # (B, T, D): so does the MLP
         else:
             attended, weights = self.attn(x, attn_mask=attn_mask, is_causal=is_causal, kv_cache=kv_cache,
                                           need_weights=need_weights)
-            x = self.norm1(x + self._drop(attended))  # (B, T, D): normalise the sum
-            x = self.norm2(x + self._drop(self.mlp(x)))
+            x = self.norm1(x + self.dropout(attended))  # (B, T, D): normalise the sum
+            x = self.norm2(x + self.dropout(self.mlp(x)))
         return x, weights
-
-    def _drop(self, x: torch.Tensor) -> torch.Tensor:
-        """``self.dropout(x)``, skipped where it does nothing (evaluation, or p = 0): a decoder
-        step calls it twice per block."""
-        return self.dropout(x) if self.training and self.dropout.p > 0 else x
 
     @classmethod
     def from_torch(cls, layer: nn.TransformerEncoderLayer) -> TransformerBlock:

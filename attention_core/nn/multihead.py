@@ -28,7 +28,7 @@ from ._checks import (
     check_tensor,
 )
 from .attention_functions import ATTENTION_FUNCTIONS, AttentionFunction, AttentionKernel
-from .heads import repeat_kv
+from .heads import merge_heads, repeat_kv, split_heads
 from .kv_cache import HeadCache, KVCache, is_head_cache
 from .latent_attention import LatentKVCache
 from .paged import PagedKVCache
@@ -180,16 +180,15 @@ class MultiHeadAttention(nn.Module):
         value = key if value is None else value
         self._check_inputs(query, key, value, attn_mask, kv_cache)
         check_bool("need_weights", need_weights)
-        E = self.head_dim  # the inputs are checked: split the heads without checking again
-        q = self.q_proj(query).unflatten(-1, (-1, E)).transpose(1, 2)  # (B, L, D) -> (B, H, L, E)
-        k = self.k_proj(key).unflatten(-1, (-1, E)).transpose(1, 2)  # (B, S_new, D) -> (B, Hkv, S_new, E)
-        v = self.v_proj(value).unflatten(-1, (-1, E)).transpose(1, 2)  # (B, S_new, D) -> (B, Hkv, S_new, E)
+        q = split_heads(self.q_proj(query), self.num_heads)  # (B, L, D) -> (B, H, L, E)
+        k = split_heads(self.k_proj(key), self.num_kv_heads)  # (B, S_new, D) -> (B, Hkv, S_new, E)
+        v = split_heads(self.v_proj(value), self.num_kv_heads)  # (B, S_new, D) -> (B, Hkv, S_new, E)
         if self.rope:
             q, k = self._rotate(q, k, past=0 if kv_cache is None else kv_cache.length)
         if kv_cache is not None:
             k, v = kv_cache.append(k, v)  # (B, Hkv, S, E): all keys and values so far
         out, weights = self._attend(q, k, v, attn_mask, is_causal, need_weights)  # (B, H, L, E), (B, H, L, S)
-        return self.out_proj(out.transpose(1, 2).flatten(-2)), weights  # (B, H, L, E) -> (B, L, D)
+        return self.out_proj(merge_heads(out)), weights  # (B, H, L, E) -> (B, L, D)
 
     def _check_input(self, name: str, x) -> None:
         """Raise unless ``x`` is ``(B, T, embed_dim)``, ``T >= 1``, on the parameters' device
