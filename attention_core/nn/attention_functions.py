@@ -90,7 +90,8 @@ def _sdpa_attention(query, key, value, attn_mask=None, is_causal=False, scale=No
             allowed & mask if mask.dtype == torch.bool else mask.masked_fill(~allowed, NEG_INF))
         causal = False
     dtype = query.dtype
-    query, key, value = (x.to(compute_dtype(dtype)) for x in (query, key, value))
+    if compute_dtype(dtype) != dtype:  # float16/bfloat16: computed in float32
+        query, key, value = (x.to(compute_dtype(dtype)) for x in (query, key, value))
     if mask is not None and mask.is_floating_point():
         mask = mask.to(query.dtype)
     # a query whose keys are all masked gets zeros from PyTorch 2.13 (tests/test_properties.py)

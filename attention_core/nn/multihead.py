@@ -260,9 +260,10 @@ class MultiHeadAttention(nn.Module):
         fn = self.attention_fn
         if not need_weights and fn is ATTENTION_FUNCTIONS["eager"]:
             fn = ATTENTION_FUNCTIONS["sdpa"]  # the same maths, no (B, H, L, S) weights formed
-        G = 1 if self._kernel().shared_kv_heads else self.num_heads // self.num_kv_heads
-        # (B, Hkv, S, E) -> (B, H, S, E) for a kernel that needs a kv head per query head
-        return fn(q, repeat_kv(k, G), repeat_kv(v, G), attn_mask, is_causal, **options)
+        if not self._kernel().shared_kv_heads and self.num_kv_heads < self.num_heads:
+            G = self.num_heads // self.num_kv_heads  # (B, Hkv, S, E) -> (B, H, S, E): one per query head
+            k, v = repeat_kv(k, G), repeat_kv(v, G)
+        return fn(q, k, v, attn_mask, is_causal, **options)
 
     def _kernel(self) -> AttentionKernel:
         """The :class:`~attention_core.nn.attention_functions.AttentionKernel` under
