@@ -20,8 +20,10 @@ from _timing import machine
 ROOT = Path(__file__).resolve().parents[1]
 JB = Path(sys.executable).with_name("jupyter-book")
 FLAGS = ["--all", "-W", "-n", "--keep-going"]
-# The copy has no .venv: the build typesets maths with this checkout's MathJax for Node.
-ENV = dict(os.environ, MATHJAX_NODE_MODULES=str(ROOT / ".venv" / "mathjax-node" / "node_modules"))
+# The copy has no .venv: the build typesets maths with this checkout's MathJax for Node and
+# trims the stylesheets with its site tools (without them _ext/site_css.py warns, and -W fails).
+ENV = dict(os.environ, MATHJAX_NODE_MODULES=str(ROOT / ".venv" / "mathjax-node" / "node_modules"),
+           SITE_TOOLS_NODE_MODULES=str(ROOT / ".venv" / "site-tools" / "node_modules"))
 
 
 def _build(book: Path) -> float:
