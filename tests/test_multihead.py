@@ -168,8 +168,9 @@ def test_need_weights_false_attends_with_sdpa_and_gives_the_same_output(num_kv_h
         outs[need] = torch.cat(steps, dim=1)
     assert_close(outs[False], outs[True])
     assert_close(outs[False], layer(x, is_causal=True)[0])
-    flash = MultiHeadAttention(16, 4, num_kv_heads, attention="flash", dtype=torch.float64)
-    assert flash(x, need_weights=False)[1] is None  # another kernel is kept as it is
+    named = MultiHeadAttention(16, 4, num_kv_heads, attention="grouped_query", dtype=torch.float64)
+    kept = named(x, need_weights=False)[1]  # only "eager" is swapped: another kernel is kept as it is
+    assert kept is not None and kept.shape == (2, 4, 9, 9)
     with pytest.raises(TypeError, match="need_weights"):
         layer(x, need_weights="no")
 

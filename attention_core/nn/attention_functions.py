@@ -75,7 +75,10 @@ def _sdpa_attention(query, key, value, attn_mask=None, is_causal=False, scale=No
     in float32. Returns ``(output (..., L, Ev), None)``."""
     shared = (isinstance(query, torch.Tensor) and isinstance(key, torch.Tensor)
               and query.dim() == 4 == key.dim() and key.size(1) < query.size(1))
-    check_grouped(query, key, value) if shared else check_qkv(query, key, value)
+    if shared:
+        check_grouped(query, key, value)
+    else:
+        check_qkv(query, key, value)
     L, S = query.size(-2), key.size(-2)
     if attn_mask is not None:
         shape = (*query.shape[:-1], S) if shared else scores_shape(query, key)  # (..., L, S)
