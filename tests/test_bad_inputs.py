@@ -15,19 +15,24 @@ from __future__ import annotations
 import functools
 import inspect
 import re
+import warnings
 from typing import NamedTuple
 
 import pytest
 import torch
 
 import attention_core as ac
+from attention_core.book import quiz, selfcheck
+from attention_core.book.explorers import chapters
 from attention_core.models import (
     interpret,
+    llm_probes,
     measure,
     pretrained,
     scaling,
     seq2seq,
     serving,
+    smollm,
     stack_statistics,
     tiny_transformer,
     toy_tasks,
@@ -130,6 +135,25 @@ def bert():
 @functools.cache
 def tiny():
     return tiny_transformer.TinyTransformer(12, 8, embed_dim=8)
+
+
+@functools.cache
+def smol():
+    config = smollm.SmolLMConfig(vocab_size=64, embed_dim=32, num_layers=2, num_heads=4, num_kv_heads=2,
+                                 ff_dim=48, context_length=64)
+    return smollm.SmolLM(config)
+
+
+def bad_minilm_dir():
+    """A model directory whose config.json lacks the sizes (``load_minilm`` raised KeyError)."""
+    import json
+    import tempfile
+    from pathlib import Path
+    path = Path(tempfile.mkdtemp())
+    (path / "config.json").write_text(json.dumps({"hidden_act": "gelu"}))
+    for name in ("model.safetensors", "tokenizer.json"):
+        (path / name).write_bytes(b"")
+    return path
 
 
 @functools.cache
@@ -645,6 +669,80 @@ ROWS = [
         TypeError, "dtype"),
     Row("kernel_attention_weights", "key of another width",
         lambda: ac.kernel_attention_weights(r(3, 4), r(3, 5)), ValueError, "key"),
+    # --- issue #54: found by the honest tests/test_api_probe.py ---
+    Row("linear_attention", "eps 0", lambda: ac.linear_attention(q4, k4, v4, eps=0.0),
+        ValueError, "eps", "> 0"),
+    Row("linear_attention", "causal, eps < 0",
+        lambda: ac.linear_attention(q4, q4, q4, is_causal=True, eps=-1.0), ValueError, "eps"),
+    Row("kernel_attention_weights", "eps < 0",
+        lambda: ac.kernel_attention_weights(r(3, 4), r(3, 4), eps=-1e-6), ValueError, "eps"),
+    Row("GatedFeedForward", "dropout 1", lambda: ac.GatedFeedForward(8, 16, dropout=1.0),
+        ValueError, "dropout"),
+    Row("KVLayout", "rope_dim without kv_latent_dim", lambda: ac.KVLayout(4, rope_dim=64),
+        ValueError, "rope_dim", "kv_latent_dim"),
+    Row("crop_length", "not a cache", lambda: kv_cache.crop_length("x", 0), TypeError, "cache"),
+    Row("crop_length", "a paged cache", lambda: kv_cache.crop_length(ac.PagedKVCache(4, 2, 2, 4), 0),
+        TypeError, "cache"),
+    Row("attention_entropy", "negative weights", lambda: ac.attention_entropy(-torch.rand(2, 3)),
+        ValueError, "weights", "non-negative"),
+    Row("attention_entropy", "no key", lambda: ac.attention_entropy(r(2, 0)), ValueError, "weights"),
+    Row("softmax_saturation", "threshold 2", lambda: scaling.softmax_saturation(4, True, threshold=2),
+        ValueError, "threshold"),
+    Row("peak_memory_bytes", "interval -1", lambda: measure.peak_memory_bytes(lambda: None, interval=-1),
+        ValueError, "interval"),
+    Row("fitted_exponent", "a NaN value",
+        lambda: measure.fitted_exponent([1, 2, 4], [1.0, float("nan"), 4.0]), ValueError, "values", "finite"),
+    Row("fitted_exponent", "an infinite size",
+        lambda: measure.fitted_exponent([1, 2, float("inf")], [1, 2, 4]), ValueError, "sizes"),
+    Row("Numeric", "a NaN mistake",
+        lambda: selfcheck.Numeric("p", 2.0, 0.1, "w", "h", mistakes=((float("nan"), "x"),)),
+        ValueError, "mistakes", "finite"),
+    Row("Numeric", "mistakes a string", lambda: selfcheck.Numeric("p", 2.0, 0.1, "w", "h", mistakes="x"),
+        TypeError, "mistakes"),
+    Row("Numeric", "prompt a tensor", lambda: selfcheck.Numeric(r(2), 2.0, 0.1, "w", "h"),
+        TypeError, "prompt"),
+    Row("Choice", "correct a string", lambda: selfcheck.Choice("a", "yes", "w"), TypeError, "correct"),
+    Row("MultipleChoice", "prompt a tensor",
+        lambda: selfcheck.MultipleChoice(r(2), (selfcheck.Choice("a", True, "w"),
+                                                selfcheck.Choice("b", False, "w"))),
+        TypeError, "prompt"),
+    Row("heads_explorer", "no model", lambda: chapters.heads_explorer({}, 8, 10), ValueError, "models"),
+    Row("alignment_explorer", "no sentence", lambda: chapters.alignment_explorer({"b": translator()}, []),
+        ValueError, "sentences"),
+    Row("pretrained_explorer", "no sentence", lambda: chapters.pretrained_explorer(bert(), None, []),
+        ValueError, "sentences"),
+    Row("smollm_explorer", "no prompt", lambda: chapters.smollm_explorer(None, None, []),
+        ValueError, "prompts"),
+    Row("kv_sharing_explorer", "num_heads 0", lambda: chapters.kv_sharing_explorer(num_heads=0),
+        ValueError, "num_heads"),
+    Row("RMSNorm", "terabytes", lambda: ac.RMSNorm(10**12), ValueError, "dim", "GiB"),
+    Row("QKNormLinear", "terabytes", lambda: ac.QKNormLinear(10**6, 1, 10**6),
+        ValueError, "in_features", "GiB"),
+    Row("feed_forward", "terabytes", lambda: ac.feed_forward(8, 10**12), ValueError, "ff_dim", "GiB"),
+    Row("GatedFeedForward", "terabytes", lambda: ac.GatedFeedForward(10**6, 10**6),
+        ValueError, "ff_dim", "GiB"),
+    Row("load_minilm", "a config without hidden_size", lambda: pretrained.load_minilm(bad_minilm_dir()),
+        ValueError, "path", "hidden_size"),
+    Row("quiz", "a list", lambda: quiz.quiz(["ch01"]), ValueError, "chapter"),
+    Row("next_token", "temperature NaN", lambda: smollm.next_token(r(1, 5), temperature=float("nan")),
+        ValueError, "temperature"),
+    Row("next_token", "top_k 0", lambda: smollm.next_token(r(1, 5), 1.0, top_k=0), ValueError, "top_k"),
+    Row("next_token", "logits (B, T, vocab)", lambda: smollm.next_token(r(1, 3, 5)), ValueError, "logits"),
+    Row("SmolLMConfig", "num_heads not dividing embed_dim",
+        lambda: smollm.SmolLMConfig(embed_dim=10, num_heads=3), ValueError, "num_heads"),
+    Row("SmolLMConfig", "rms_norm_eps 0", lambda: smollm.SmolLMConfig(rms_norm_eps=0.0),
+        ValueError, "rms_norm_eps"),
+    Row("ablate_heads", "a head_mask of the wrong shape",
+        lambda: smollm.ablate_heads(smol(), torch.ones(3, 3)).__enter__(), ValueError, "head_mask"),
+    Row("ablate_heads", "not a SmolLM", lambda: smollm.ablate_heads(tiny(), None).__enter__(),
+        TypeError, "model"),
+    Row("induction_scores", "period past T", lambda: llm_probes.induction_scores([torch.rand(1, 2, 6, 6)], 6),
+        ValueError, "period"),
+    Row("top_heads", "k past the heads", lambda: llm_probes.top_heads(torch.rand(2, 4), 9), ValueError, "k"),
+    Row("top_heads", "scores of 4 dims", lambda: llm_probes.top_heads(torch.rand(1, 2, 4, 4), 1),
+        ValueError, "scores"),
+    Row("kv_bytes", "config a dict", lambda: llm_probes.kv_bytes({}, 4), TypeError, "config"),
+    Row("sink_rate", "no head", lambda: llm_probes.sink_rate(torch.rand(0)), ValueError, "shares"),
 ]
 
 
@@ -673,3 +771,14 @@ def test_every_public_name_has_a_row():
     missing = sorted(wanted - {row.target for row in ROWS})
     assert not missing, f"no bad-input row for {missing}"
     assert not set(NO_ROW) & {row.target for row in ROWS}
+
+
+def test_delta_rule_warns_where_un_normalised_keys_make_it_unstable():
+    """Un-normalised keys are a valid input, but beta |k|^2 > 2 lets the state grow to inf: a
+    RuntimeWarning says so (issue #54); unit keys with beta <= 2 stay quiet."""
+    q, v, beta = r(1, 1, 64, 8), r(1, 1, 64, 8), torch.ones(1, 1, 64)
+    with pytest.warns(RuntimeWarning, match="normalise the keys"):
+        ac.delta_rule_attention(q, r(1, 1, 64, 8) * 10, v, beta)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ac.delta_rule_attention(q, torch.nn.functional.normalize(r(1, 1, 64, 8), dim=-1), v, 2 * beta)

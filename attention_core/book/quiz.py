@@ -14,6 +14,6 @@ __all__ = ["quiz"]
 
 def quiz(chapter: str) -> Quiz:
     """Chapter ``chapter``'s questions (``"ch01"`` .. ``"ch13"``), computed now."""
-    if chapter not in QUESTIONS:
+    if not isinstance(chapter, str) or chapter not in QUESTIONS:
         raise ValueError(f"chapter must be one of {sorted(QUESTIONS)}, got {chapter!r}")
     return Quiz(chapter, QUESTIONS[chapter]())

@@ -81,6 +81,18 @@ class Verdict:
     message: str
 
 
+def _check_text(name: str, value) -> None:
+    """Raise unless ``value`` is a str (a prompt, an explanation)."""
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, got {type(value).__name__} {value!r}")
+
+
+def _check_number(name: str, value) -> None:
+    """Raise unless ``value`` is a finite int or float (not a bool)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+
+
 @dataclass(frozen=True)
 class Choice:
     """One choice of a multiple-choice question and why it is right or wrong."""
@@ -88,6 +100,12 @@ class Choice:
     text: str
     correct: bool
     why: str
+
+    def __post_init__(self):
+        _check_text("text", self.text)
+        _check_text("why", self.why)
+        if not isinstance(self.correct, bool):
+            raise TypeError(f"correct must be True or False, got {self.correct!r}")
 
 
 @dataclass(frozen=True)
@@ -98,6 +116,10 @@ class MultipleChoice:
     choices: tuple[Choice, ...]
 
     def __post_init__(self):
+        _check_text("prompt", self.prompt)
+        if not isinstance(self.choices, (tuple, list)) or not all(isinstance(c, Choice)
+                                                                   for c in self.choices):
+            raise TypeError(f"choices must be a tuple of Choice, got {self.choices!r}")
         if len(self.choices) < 2:
             raise ValueError(f"choices must hold at least 2 choices, got {len(self.choices)}")
         right = sum(c.correct for c in self.choices)
@@ -144,10 +166,20 @@ class Numeric:
     unit: str = ""
 
     def __post_init__(self):
-        if not math.isfinite(self.answer):
-            raise ValueError(f"answer must be finite, got {self.answer!r}")
-        if not (self.tolerance > 0 and math.isfinite(self.tolerance)):
+        for name in ("prompt", "why", "hint", "unit"):
+            _check_text(name, getattr(self, name))
+        _check_number("answer", self.answer)
+        _check_number("tolerance", self.tolerance)
+        if not self.tolerance > 0:
             raise ValueError(f"tolerance must be finite and > 0, got {self.tolerance!r}")
+        pairs = isinstance(self.mistakes, (tuple, list)) and all(
+            isinstance(m, (tuple, list)) and len(m) == 2 and isinstance(m[1], str) for m in self.mistakes)
+        if not pairs:
+            raise TypeError(f"mistakes must be a tuple of (value, what went wrong) pairs, "
+                            f"got {self.mistakes!r}")
+        for value, _ in self.mistakes:
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ValueError(f"mistakes must hold finite numbers, got {value!r} in {self.mistakes!r}")
         if not self.why.strip() or not self.hint.strip():
             raise ValueError(f"a numeric question needs an explanation and a hint: {self.prompt!r}")
         for value, why in self.mistakes:

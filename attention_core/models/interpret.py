@@ -114,7 +114,8 @@ def attention_rollout(attentions, residual_weight: float = 0.5) -> torch.Tensor:
     renormalised, and the layers are multiplied: ``R = A_num_layers ... A_2 A_1``.
     ``attentions``: a list of ``num_layers`` tensors ``(..., H, T, T)`` (or one tensor
     with a leading layer axis). Returns ``(..., T, T)``, rows summing to one: row ``i``
-    is position ``i``'s mix of the input tokens.
+    is position ``i``'s mix of the input tokens (a row whose weights are all zero, a fully
+    masked query with ``residual_weight=0``, stays zero).
     """
     w = _stack(attentions)  # (num_layers, ..., H, T, T)
     if w.dim() < 4:
@@ -125,7 +126,8 @@ def attention_rollout(attentions, residual_weight: float = 0.5) -> torch.Tensor:
     rollout = None
     for layer in w:  # (..., H, T, T)
         a = (1 - residual_weight) * layer.mean(-3) + residual_weight * eye  # (..., T, T)
-        a = a / a.sum(-1, keepdim=True)
+        total = a.sum(-1, keepdim=True)  # (..., T, 1)
+        a = a / torch.where(total == 0, 1.0, total)  # a fully masked row (r = 0) stays zero, not NaN
         rollout = a if rollout is None else a @ rollout  # later layers apply on the left
     return rollout
 

@@ -112,10 +112,10 @@ def _layers(attentions) -> list[torch.Tensor]:
     return list(attentions)
 
 
-def _check_start(start: int, T: int, minimum: int = 0) -> None:
-    check_positive_int("start", start, minimum=minimum)
+def _check_start(start: int, T: int, minimum: int = 0, name: str = "start") -> None:
+    check_positive_int(name, start, minimum=minimum)
     if start >= T:
-        raise ValueError(f"start={start} leaves no query among T={T} tokens")
+        raise ValueError(f"{name}={start} leaves no query among T={T} tokens")
 
 
 def repeated_random_tokens(batch_size: int, length: int, vocab_size: int, generator: torch.Generator,
@@ -149,7 +149,7 @@ def induction_scores(attentions, period: int) -> torch.Tensor:
     head scores near 1 (Olsson et al., 2022, whose "prefix matching" score this is)."""
     a = _layers(attentions)
     check_positive_int("period", period, minimum=2)
-    _check_start(period, a[0].size(-1))
+    _check_start(period, a[0].size(-1), name="period")
     return _mean_on_key(a, period, lambda i: i - period + 1)
 
 
@@ -183,6 +183,8 @@ def sink_rate(shares: torch.Tensor, threshold: float = 0.3) -> float:
     """The share of heads whose :func:`first_token_shares` exceeds ``threshold``: Gu et
     al.'s (2025) sink metric, with their ``threshold`` of 0.3. ``shares (num_layers, H)``."""
     check_tensor("shares", shares)
+    if shares.numel() == 0:
+        raise ValueError(f"shares must hold at least one head, got shape {tuple(shares.shape)}")
     if not 0 < threshold < 1:
         raise ValueError(f"threshold must be in (0, 1), got {threshold}")
     return (shares > threshold).float().mean().item()
@@ -230,7 +232,11 @@ def top_heads(scores: torch.Tensor, k: int) -> list[tuple[int, int]]:
     """The ``k`` heads with the highest ``scores (num_layers, H)``, best first, as ``(layer, head)``
     counted from 0."""
     check_tensor("scores", scores, min_dim=2)
+    if scores.dim() != 2:
+        raise ValueError(f"scores must be (num_layers, H), got shape {tuple(scores.shape)}")
     check_positive_int("k", k)
+    if k > scores.numel():
+        raise ValueError(f"k must be at most the {scores.numel()} heads of scores, got {k}")
     order = scores.flatten().argsort(descending=True)[:k]
     return [divmod(int(i), scores.size(1)) for i in order]
 
@@ -274,6 +280,9 @@ def kv_bytes(config, seq_len: int, num_kv_heads: int | None = None, bytes_per_el
     (:class:`~attention_core.models.smollm.SmolLMConfig`), with its own number of key/value
     heads or ``num_kv_heads``; 2 bytes a number (bfloat16):
     :func:`~attention_core.nn.kv_cache.kv_cache_bytes`."""
+    if not all(hasattr(config, name) for name in ("num_layers", "num_kv_heads", "head_dim")):
+        raise TypeError(f"config must be a SmolLMConfig (num_layers, num_kv_heads, head_dim), "
+                        f"got {type(config).__name__}")
     heads = config.num_kv_heads if num_kv_heads is None else num_kv_heads
     return kv_cache_bytes(config.num_layers, heads, config.head_dim, seq_len,
                           bytes_per_element=bytes_per_element)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from ..nn._checks import check_positive_int
+from ..nn._checks import check_positive_int, check_positive_number
 
 __all__ = ["one_thread", "median_seconds", "min_seconds", "min_cpu_seconds", "peak_memory_bytes",
            "fitted_exponent"]
@@ -114,6 +114,7 @@ def peak_memory_bytes(fn, interval: float = 0.0005) -> int:
     calls shorter than a few milliseconds may be under-counted.
     """
     _check_callable(fn)
+    check_positive_number("interval", interval)
     if not Path("/proc/self/statm").exists():
         raise RuntimeError("peak_memory_bytes reads /proc/self/statm, which needs Linux")
     gc.collect()
@@ -143,9 +144,10 @@ def fitted_exponent(sizes, values) -> float:
     if len(sizes) != len(values) or len(sizes) < 2:
         raise ValueError(f"need at least two (size, value) pairs of equal length, got "
                          f"{len(sizes)} sizes and {len(values)} values")
-    if min(map(float, sizes)) <= 0 or min(map(float, values)) <= 0:
-        raise ValueError(f"sizes and values must be positive (their logarithms are fitted), got "
-                         f"sizes {list(sizes)} and values {list(values)}")
+    for name, numbers in (("sizes", sizes), ("values", values)):
+        if not all(math.isfinite(float(x)) and float(x) > 0 for x in numbers):
+            raise ValueError(f"{name} must be finite and positive (their logarithms are fitted), got "
+                             f"{list(numbers)}")
     if len(set(map(float, sizes))) < 2:
         raise ValueError(f"sizes must hold at least two different sizes (a slope needs them), "
                          f"got {list(sizes)}")

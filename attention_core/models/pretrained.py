@@ -304,6 +304,11 @@ def load_minilm(path=None) -> tuple[BertEncoder, MiniLMTokenizer]:
 
     path = _model_dir(default_model_path() if path is None else path)
     config = json.loads((path / "config.json").read_text())
+    needed = ("vocab_size", "hidden_size", "num_attention_heads", "num_hidden_layers", "intermediate_size",
+              "max_position_embeddings")
+    if not isinstance(config, dict) or any(key not in config for key in needed):
+        lacking = [key for key in needed if not isinstance(config, dict) or key not in config]
+        raise ValueError(f"path={str(path)!r}: config.json is not a BERT config, it lacks {lacking}")
     if config.get("hidden_act", "gelu") != "gelu" or config.get("position_embedding_type",
                                                                 "absolute") != "absolute":
         raise ValueError(f"path={str(path)!r}: only BERT encoders with the erf GELU and absolute "

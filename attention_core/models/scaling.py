@@ -64,7 +64,9 @@ def softmax_saturation(d_k: int, scaled: bool, num_keys: int = 16, num_rows: int
                        seed: int = 0, threshold: float = 0.99) -> dict[str, float]:
     """How peaked the softmax of random scores gets, over ``num_rows`` rows of
     ``num_keys`` keys: mean largest weight, mean entropy (nats), and the fraction of
-    ``saturated`` rows, whose largest weight exceeds ``threshold``."""
+    ``saturated`` rows, whose largest weight exceeds ``threshold`` (a number in (0, 1))."""
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0 < threshold < 1:
+        raise ValueError(f"threshold must be a number in (0, 1) (a softmax weight), got {threshold!r}")
     weights = softmax(random_scores(d_k, num_rows, num_keys, scaled, seed))  # (num_rows, S)
     largest = weights.amax(-1)  # (num_rows,)
     return {"max_weight": largest.mean().item(),

@@ -42,6 +42,8 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import math
+import numbers
 import os
 import re
 from dataclasses import dataclass
@@ -50,7 +52,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from ..nn._checks import check_positive_int, check_token_ids
+from ..nn._checks import check_eps, check_positive_int, check_tensor, check_token_ids
 from ..nn.block import TransformerBlock
 from ..nn.kv_cache import HeadCache, KVCache, RollingKVCache, is_head_cache
 from ..nn.norms import RMSNorm
@@ -89,6 +91,21 @@ class SmolLMConfig:
     bos_token_id: int = 1
     eos_token_id: int = 2
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
+
+    def __post_init__(self):
+        """Raise for sizes no model can have, naming the field (a GGUF gives ints of numpy's kinds too)."""
+        for name in ("vocab_size", "embed_dim", "num_layers", "num_heads", "num_kv_heads", "ff_dim",
+                     "context_length"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        if self.embed_dim % self.num_heads or self.num_heads % self.num_kv_heads:
+            raise ValueError(f"num_heads={self.num_heads} must divide embed_dim={self.embed_dim} and "
+                             f"num_kv_heads={self.num_kv_heads} must divide num_heads")
+        check_eps("rms_norm_eps", self.rms_norm_eps)
+        if isinstance(self.rope_base, bool) or not isinstance(self.rope_base, (int, float)) \
+                or not 1 < self.rope_base < math.inf:
+            raise ValueError(f"rope_base must be a finite number > 1, got {self.rope_base!r}")
 
     @property
     def head_dim(self) -> int:
@@ -264,6 +281,13 @@ def ablate_heads(model: SmolLM, head_mask: torch.Tensor | None):
     """Within the block, scale head ``a`` of layer ``n`` by ``head_mask[n, a]`` (0 removes
     it): a forward pre-hook on each ``layers[n].attn.out_proj``, whose input ``(B, T, H * E)``
     holds the heads' outputs side by side before ``W_o`` mixes them. ``None`` does nothing."""
+    if not isinstance(model, SmolLM):
+        raise TypeError(f"model must be a SmolLM (load_smollm2), got {type(model).__name__}")
+    c = model.config
+    if head_mask is not None and (not isinstance(head_mask, torch.Tensor)
+                                  or head_mask.shape != (c.num_layers, c.num_heads)):
+        raise ValueError(f"head_mask must be None or a tensor (num_layers, num_heads) = ({c.num_layers}, "
+                         f"{c.num_heads}), got {getattr(head_mask, 'shape', head_mask)!r}")
     if head_mask is None:
         yield
         return
@@ -295,12 +319,7 @@ def _check_generate(model, input_ids, max_new_tokens, temperature, top_k, genera
     if input_ids.size(1) + max_new_tokens > c.context_length:
         raise ValueError(f"input_ids ({input_ids.size(1)} tokens) plus max_new_tokens={max_new_tokens} "
                          f"exceed the context length {c.context_length}")
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not temperature >= 0:
-        raise ValueError(f"temperature must be a number >= 0 (0: greedy), got {temperature!r}")
-    if top_k is not None:
-        check_positive_int("top_k", top_k)
-    if generator is not None and not isinstance(generator, torch.Generator):
-        raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
+    _check_sampling(temperature, top_k, generator)
     if not isinstance(use_cache, bool):
         raise TypeError(f"use_cache must be True or False, got {use_cache!r}")
     if kv_caches is not None and not use_cache:
@@ -308,10 +327,26 @@ def _check_generate(model, input_ids, max_new_tokens, temperature, top_k, genera
                          "which would ignore them")
 
 
+def _check_sampling(temperature, top_k, generator) -> None:
+    """Raise unless ``temperature`` is a finite number >= 0, ``top_k`` None or an int >= 1 and
+    ``generator`` None or a ``torch.Generator``: the sampling arguments of :func:`next_token`."""
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) \
+            or not 0 <= temperature < math.inf:
+        raise ValueError(f"temperature must be a finite number >= 0 (0: greedy), got {temperature!r}")
+    if top_k is not None:
+        check_positive_int("top_k", top_k)
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
+
+
 def next_token(logits: torch.Tensor, temperature: float = 0.0, top_k: int | None = None,
                generator: torch.Generator | None = None) -> torch.Tensor:
     """``logits (B, vocab_size)`` -> the next tokens ``(B, 1)``: the most likely (``temperature=0``),
     or drawn from ``softmax(logits / temperature)`` over the ``top_k`` most likely."""
+    check_tensor("logits", logits, min_dim=2)
+    if logits.dim() != 2 or 0 in logits.shape:
+        raise ValueError(f"logits must be (B, vocab_size) with B, vocab_size >= 1, got {tuple(logits.shape)}")
+    _check_sampling(temperature, top_k, generator)
     if temperature == 0:
         return logits.argmax(-1, keepdim=True)  # (B, 1)
     logits = logits.float() / temperature

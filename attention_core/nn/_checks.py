@@ -205,12 +205,19 @@ def check_bool(name: str, value) -> None:
         raise TypeError(f"{name} must be True or False, got {type(value).__name__} {value!r}")
 
 
+def check_positive_number(name: str, value) -> None:
+    """Raise unless ``value`` is a finite number (int or float, not bool) > 0."""
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not (number and math.isfinite(value) and value > 0):
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+
+
 def check_eps(name: str, eps) -> None:
-    """Raise unless ``eps`` is a finite number > 0: the one rule for a norm's epsilon
-    (:func:`~attention_core.nn.norms.rms_norm`, ``RMSNorm``, a block's ``LayerNorm``); a negative
-    one turns a row of small values into NaN."""
-    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not (math.isfinite(eps) and eps > 0):
-        raise ValueError(f"{name} must be a finite number > 0, got {eps!r}")
+    """Raise unless ``eps`` is a finite number > 0: the one rule for an epsilon (a norm's:
+    :func:`~attention_core.nn.norms.rms_norm`, ``RMSNorm``, a block's ``LayerNorm``; the floor of
+    linear attention's normaliser); a negative one turns a row of small values into NaN, and
+    0 lets a normaliser of 0 divide."""
+    check_positive_number(name, eps)
 
 
 MAX_ALLOCATION_BYTES = 8 * 2**30
@@ -228,3 +235,13 @@ def check_allocation(name: str, numel: int, element_size: int, limit: int = MAX_
         raise ValueError(f"{name} asks for {numel:,} elements ({needed / 2**30:,.1f} GiB), past the "
                          f"limit of {limit / 2**30:g} GiB a tensor of this package may take; "
                          "pass smaller sizes")
+
+
+def check_tensor_size(name: str, shape, dtype=None, limit: int = MAX_ALLOCATION_BYTES) -> None:
+    """Raise unless a tensor of ``shape`` and ``dtype`` (None: torch's default dtype) fits in
+    ``limit`` bytes (:data:`MAX_ALLOCATION_BYTES`): the check a function runs before it builds a
+    tensor, or a module its parameters, whose size comes from its arguments (``RMSNorm(10**12)``);
+    ``name`` is the argument that sets the size."""
+    dtype = torch.get_default_dtype() if dtype is None else dtype
+    element_size = torch.empty((), dtype=dtype).element_size()
+    check_allocation(name, math.prod(int(n) for n in shape), element_size, limit)

@@ -25,6 +25,8 @@ per head (d_v); ``chunk`` tokens per chunk, ``num_chunks`` chunks; the state is 
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 
 from ._checks import check_device, check_positive_int, check_qkv, check_tensor
@@ -43,6 +45,19 @@ def _check(query, key, value, beta, gate, chunk_size) -> None:
         _check_rate("gate", gate, query, 1.0, "[0, 1]")
     if chunk_size is not None:
         check_positive_int("chunk_size", chunk_size)
+    _warn_unstable(key, beta)
+
+
+def _warn_unstable(key: torch.Tensor, beta: torch.Tensor) -> None:
+    """Warn where ``beta_t * |k_t|^2 > 2``: the update ``S (I - beta k k^T)`` then stretches the
+    state along ``k_t``, and un-normalised keys can grow it to inf or NaN."""
+    if key.device.type == "meta":
+        return
+    stretch = upcast(beta) * upcast(key).pow(2).sum(-1)  # (B, H, T): the eigenvalue is 1 - this
+    if bool((stretch > 2 * (1 + 1e-4)).any()):
+        warnings.warn(f"delta_rule_attention: beta * |key|^2 reaches {stretch.max().item():.3g} > 2, so the "
+                      "state can grow without bound (inf or NaN); L2-normalise the keys as the papers do",
+                      RuntimeWarning, stacklevel=3)
 
 
 def _check_rate(name: str, x, query: torch.Tensor, high: float, interval: str) -> None:

@@ -19,7 +19,15 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ._checks import check_bool, check_device, check_dropout, check_dtype, check_positive_int, check_tensor
+from ._checks import (
+    check_bool,
+    check_device,
+    check_dropout,
+    check_dtype,
+    check_positive_int,
+    check_tensor,
+    check_tensor_size,
+)
 
 __all__ = ["ACTIVATIONS", "FEED_FORWARDS", "GATES", "GatedFeedForward", "feed_forward"]
 
@@ -40,14 +48,16 @@ def feed_forward(embed_dim: int, ff_dim: int, activation: str = "gelu", dropout:
     """The block's feed-forward network by ``activation`` name: ``"relu"`` or ``"gelu"``
     give the plain ``nn.Sequential(Linear(D, F), act, Dropout, Linear(F, D))`` (the
     original Transformer's and ``nn.TransformerEncoderLayer``'s), ``"swiglu"`` or
-    ``"geglu"`` a :class:`GatedFeedForward`, which has no dropout inside."""
+    ``"geglu"`` a :class:`GatedFeedForward`, whose dropout acts on the gated hidden layer as the
+    plain one's acts after its activation."""
     check_positive_int("embed_dim", embed_dim)
     check_positive_int("ff_dim", ff_dim)
     check_dropout("dropout", dropout)
     check_bool("bias", bias)
+    check_tensor_size("ff_dim", (ff_dim, embed_dim), dtype)
     factory_kwargs = {"device": device, "dtype": dtype}
     if activation in GATES:
-        return GatedFeedForward(embed_dim, ff_dim, activation, bias=bias, **factory_kwargs)
+        return GatedFeedForward(embed_dim, ff_dim, activation, bias=bias, dropout=dropout, **factory_kwargs)
     if activation not in ACTIVATIONS:
         raise ValueError(f"activation must be one of {list(FEED_FORWARDS)}, got {activation!r}")
     return nn.Sequential(nn.Linear(embed_dim, ff_dim, bias=bias, **factory_kwargs), ACTIVATIONS[activation](),
@@ -62,15 +72,18 @@ class GatedFeedForward(nn.Module):
     ``gate`` is SiLU for ``"swiglu"`` and GELU for ``"geglu"`` (:data:`GATES`). The
     submodules carry HuggingFace's names (``gate_proj``, ``up_proj``: ``Linear(D, F)``;
     ``down_proj``: ``Linear(F, D)``), so a Llama MLP's weights load by name. ``bias=False``
-    is the paper's and Llama's choice.
+    is the paper's and Llama's choice. ``dropout`` acts on the gated hidden layer ``(B, T, F)``,
+    where the plain feed-forward network has its own (Llama has none: 0).
     """
 
     def __init__(self, embed_dim: int, ff_dim: int, activation: str = "swiglu", bias: bool = False,
-                 device=None, dtype=None):
+                 device=None, dtype=None, dropout: float = 0.0):
         super().__init__()
         check_positive_int("embed_dim", embed_dim)
         check_positive_int("ff_dim", ff_dim)
         check_bool("bias", bias)
+        check_dropout("dropout", dropout)
+        check_tensor_size("ff_dim", (ff_dim, embed_dim), dtype)
         if activation not in GATES:
             raise ValueError(f"activation must be one of {sorted(GATES)}, got {activation!r}")
         self.activation = activation
@@ -78,6 +91,7 @@ class GatedFeedForward(nn.Module):
         self.gate_proj = nn.Linear(embed_dim, ff_dim, bias=bias, **factory_kwargs)  # W_gate
         self.up_proj = nn.Linear(embed_dim, ff_dim, bias=bias, **factory_kwargs)  # W_up
         self.down_proj = nn.Linear(ff_dim, embed_dim, bias=bias, **factory_kwargs)  # W_down
+        self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``x (B, T, D)`` -> ``(B, T, D)``, each position alone."""
@@ -88,7 +102,7 @@ class GatedFeedForward(nn.Module):
         check_dtype("x", x, weight.dtype, "the module's weights")
         check_device("x", x, weight.device, "the module's weights")
         hidden = GATES[self.activation](self.gate_proj(x)) * self.up_proj(x)  # (B, T, F): gated
-        return self.down_proj(hidden)  # (B, T, F) -> (B, T, D)
+        return self.down_proj(self.dropout(hidden))  # (B, T, F) -> (B, T, D)
 
     def extra_repr(self) -> str:
         return f"activation={self.activation!r}"

@@ -158,6 +158,10 @@ def crop_length(cache: Cache, length: int) -> None:
     ``crop`` of the caches that hold positions in order (:class:`KVCache`,
     :class:`~attention_core.nn.latent_attention.LatentKVCache`). A :class:`RollingKVCache` that
     has wrapped is refused: the positions it would go back to are overwritten."""
+    settable = not isinstance(getattr(type(cache), "length", None), property)  # PagedKVCache's is computed
+    if not (settable and isinstance(getattr(cache, "length", None), int)):
+        raise TypeError(f"cache must be a KVCache, RollingKVCache or LatentKVCache (a cache whose length "
+                        f"can be set back), got {type(cache).__name__}")
     if isinstance(length, bool) or not isinstance(length, int) or not 0 <= length <= cache.length:
         raise ValueError(f"length must be an int in [0, {cache.length}] (the positions cached), "
                          f"got {length!r}")

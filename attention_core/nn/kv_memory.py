@@ -55,6 +55,9 @@ class KVLayout:
         if self.window is None and (self.num_sinks or self.global_every):
             raise ValueError(f"num_sinks={self.num_sinks} and global_every={self.global_every} "
                              f"need a window, got window=None")
+        if self.rope_dim and self.kv_latent_dim is None:
+            raise ValueError(f"rope_dim={self.rope_dim} is MLA's decoupled RoPE key and needs kv_latent_dim, "
+                             "got kv_latent_dim=None")
 
     def layer_counts(self) -> tuple[int, int]:
         """``(global layers, local layers)`` that store a cache, after cross-layer sharing."""

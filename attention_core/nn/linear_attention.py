@@ -31,7 +31,15 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from ._checks import check_device, check_is_causal, check_positive_int, check_qkv, check_scale, check_tensor
+from ._checks import (
+    check_device,
+    check_eps,
+    check_is_causal,
+    check_positive_int,
+    check_qkv,
+    check_scale,
+    check_tensor,
+)
 from .functional import eager_attention, upcast
 
 __all__ = ["FEATURE_MAPS", "elu_feature_map", "kernel_attention_weights", "linear_attention",
@@ -70,6 +78,7 @@ def kernel_attention_weights(query: torch.Tensor, key: torch.Tensor, feature_map
     """
     check_qkv(query, key, key)  # the keys stand in for values: shapes, dtype, device
     check_is_causal(is_causal)
+    check_eps("eps", eps)
     phi = _resolve(feature_map)
     scores = phi(upcast(query)) @ phi(upcast(key)).transpose(-2, -1)  # (..., L, S)
     if is_causal:
@@ -93,7 +102,7 @@ def linear_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
             quadratic form, across chunks a running state ``sum phi(k)^T v``
             ``(..., F, Ev)`` and normaliser ``sum phi(k)`` ``(..., F)``. ``chunk_size=1`` is the
             recurrent form, one token at a time.
-        eps: floor of the normaliser.
+        eps: floor of the normaliser, a finite number > 0.
 
     Returns:
         ``(output (..., L, Ev), None)``: output equal to
@@ -103,6 +112,7 @@ def linear_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
     check_qkv(query, key, value)
     check_is_causal(is_causal)
     check_positive_int("chunk_size", chunk_size)
+    check_eps("eps", eps)
     phi = _resolve(feature_map)
     if is_causal and key.size(-2) != query.size(-2):
         raise ValueError(f"causal linear_attention needs as many keys as queries, got "

@@ -21,8 +21,15 @@ def attention_entropy(weights: torch.Tensor) -> torch.Tensor:
     Zero weights contribute nothing (0 ln 0 = 0), so a fully masked row has entropy 0,
     and the gradient there is 0 rather than NaN (the log is taken of 1 in their place).
     float16/bfloat16 weights are summed in float32 and the entropy returned in their dtype.
+    Weights must be non-negative (probabilities; NaN passes: NaN in, NaN out) with at least one
+    key per row.
     """
     check_tensor("weights", weights)
+    if weights.size(-1) == 0:
+        raise ValueError(f"weights must have at least one key per row, got shape {tuple(weights.shape)}")
+    if weights.device.type != "meta" and bool((weights < 0).any()):
+        raise ValueError(f"weights must be non-negative (attention probabilities), got a minimum of "
+                         f"{weights.min().item():g}")
     w = upcast(weights)
     safe = torch.where(w == 0, 1.0, w)  # ln 1 = 0: no 0 / 0 in the backward pass
     return -torch.special.xlogy(w, safe).sum(-1).to(weights.dtype)

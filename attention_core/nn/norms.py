@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ._checks import check_bool, check_device, check_eps, check_positive_int, check_tensor
+from ._checks import check_bool, check_device, check_eps, check_positive_int, check_tensor, check_tensor_size
 
 __all__ = ["QKNormLinear", "RMSNorm", "rms_norm"]
 
@@ -50,6 +50,7 @@ class RMSNorm(nn.Module):
         super().__init__()
         check_positive_int("dim", dim)
         check_eps("eps", eps)
+        check_tensor_size("dim", (dim,), dtype)
         self.eps = eps
         self.weight = nn.Parameter(torch.ones(dim, device=device, dtype=dtype))
 
@@ -84,6 +85,7 @@ class QKNormLinear(nn.Linear):
         check_positive_int("num_heads", num_heads)
         check_positive_int("head_dim", head_dim)
         check_bool("bias", bias)
+        check_tensor_size("in_features", (num_heads * head_dim, in_features), dtype)
         super().__init__(in_features, num_heads * head_dim, bias=bias, device=device, dtype=dtype)
         self.head_dim = head_dim
         self.norm = RMSNorm(head_dim, eps, device=device, dtype=dtype)

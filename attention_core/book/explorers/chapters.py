@@ -53,6 +53,12 @@ __all__ = [
 ]
 
 
+def _check_nonempty(name: str, values) -> None:
+    """Raise unless ``values`` is a non-empty collection (a dict of models, a list of prompts)."""
+    if isinstance(values, (str, bytes)) or not isinstance(values, (Sequence, Mapping)) or len(values) == 0:
+        raise ValueError(f"{name} must be a non-empty list or dict, got {values!r}")
+
+
 def _check_tokens(tokens: list, at_least: int) -> None:
     if len(tokens) < at_least:
         raise ValueError(f"tokens must hold at least {at_least} tokens, got {len(tokens)}: {tokens}")
@@ -166,6 +172,7 @@ def heads_explorer(models: Mapping[int, Any], seq_len: int, vocab_size: int,
     """Chapter 4: the number of heads of a trained tiny transformer (one model per head
     count in ``models``) and a test example, over the per-head grid and the mean row
     entropy of each head."""
+    _check_nonempty("models", models)
     x, _ = reverse_and_shift_batch(num_examples, seq_len, vocab_size,
                                    torch.Generator().manual_seed(seed))  # (num_examples, T)
     with torch.no_grad():
@@ -229,6 +236,9 @@ def kv_sharing_explorer(num_heads: int = 32, head_dim: int = 128, num_layers: in
     """Chapter 9: number of key/value heads and context length over the head-sharing
     diagram and the KV cache size (fp16, batch 1) of a model of the given shape."""
     contexts = check_values("contexts", contexts, integer=True)
+    for name, value in (("num_heads", num_heads), ("head_dim", head_dim), ("num_layers", num_layers)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be an int >= 1, got {value!r}")
     kv_options = [d for d in range(1, num_heads + 1) if num_heads % d == 0]
 
     def cache_gib(num_kv_heads, context):
@@ -423,6 +433,8 @@ def alignment_explorer(models: Mapping[str, Any], sentences: Sequence[str]) -> A
     :class:`~attention_core.models.seq2seq.Seq2Seq`); see its alignment, output words by
     source words, and whether its translation is right. In a live kernel a text box
     takes new sentences."""
+    _check_nonempty("models", models)
+    _check_nonempty("sentences", sentences)
     for s in sentences:
         translate(s)  # every example must be a valid sentence
 
@@ -453,6 +465,7 @@ def pretrained_explorer(model, tokenizer, sentences: Sequence[str]) -> Explorer:
 
     Every head of every layer is in some frame, with sentences x layers frames in all
     (the website stores each one, so a head control, 12 times as many, would not fit)."""
+    _check_nonempty("sentences", sentences)
     runs = {}
     for sentence in sentences:
         input_ids, _ = tokenizer.encode(sentence)
@@ -493,6 +506,7 @@ def smollm_explorer(model, tokenizer, prompts: Sequence[str], heads: Sequence[in
     its title, or by default the head that gives the first token least. The model runs once
     per prompt, here; a frame only picks a layer (and a prompt, when there are several),
     starting at ``initial_layer``. In a notebook, pass your own prompts."""
+    _check_nonempty("prompts", prompts)
     runs = {}
     for prompt in prompts:
         input_ids = encode(tokenizer, prompt)  # (1, T)
