@@ -20,7 +20,9 @@ from PIL import Image
 from conftest import CHAPTERS, ROOT, need_chromium
 
 sys.path.insert(0, str(ROOT / "_ext"))
+import pdf_chromium
 import pdf_edition
+import pdf_parts
 
 OUT = ROOT / "_build" / "pdf"
 RAW = ("{glue", "{cite", "{term", "```{exercise}", "{exercise}", "{solution", "<Figure size",
@@ -141,10 +143,10 @@ def test_pdf_exists_and_opens(pdf):
 
 
 def test_outline_has_every_chapter_and_reference_page(pdf, site):
-    top = [title for title, level, _ in pdf_edition.outline_pages(pdf) if level == 0]
+    top = [title for title, level, _ in pdf_chromium.outline_pages(pdf) if level == 0]
     for docname, _ in pdf_edition.toc_pages():
         soup = BeautifulSoup((site / f"{docname}.html").read_text(encoding="utf-8"), "html.parser")
-        title = pdf_edition.clean_title(soup.select_one("article h1").get_text(" ", strip=True).rstrip("#"))
+        title = pdf_chromium.clean_title(soup.select_one("article h1").get_text(" ", strip=True).rstrip("#"))
         assert title in top, f"outline lacks {docname} ({title!r}); it has {top}"
 
 
@@ -269,11 +271,11 @@ def test_nothing_runs_past_the_printed_column(manifest):
 
 
 def test_explorer_frames_keep_their_text_at_least_7_pt():
-    assert pdf_edition.strip_columns(720, 10.41) == 1
-    assert pdf_edition.strip_columns(300, 12.0) == 2
+    assert pdf_parts.strip_columns(720, 10.41) == 1
+    assert pdf_parts.strip_columns(300, 12.0) == 2
     for width, text_px in ((720, 10.41), (460, 9.72), (300, 12.0)):
-        columns = pdf_edition.strip_columns(width, text_px)
-        shown = min(width, pdf_edition.COLUMN_PX if columns == 1 else (pdf_edition.COLUMN_PX - 19) / 2)
+        columns = pdf_parts.strip_columns(width, text_px)
+        shown = min(width, pdf_parts.COLUMN_PX if columns == 1 else (pdf_parts.COLUMN_PX - 19) / 2)
         assert text_px * shown / width * 0.75 >= 6.9, (width, text_px, columns)
 
 
@@ -286,8 +288,8 @@ def test_text_in_figures_is_at_least_7_pt_as_printed(book):
             continue
         width = float(img["width"])
         strip = img.find_parent("div", class_="pdf-strip")
-        column = (pdf_edition.COLUMN_PX - 19) / 2 if strip and strip.get("data-columns") == "2" \
-            else pdf_edition.COLUMN_PX
+        column = (pdf_parts.COLUMN_PX - 19) / 2 if strip and strip.get("data-columns") == "2" \
+            else pdf_parts.COLUMN_PX
         pt = float(img["data-min-text-px"]) * min(1.0, column / width) * 0.75
         if pt < 6.9:
             small.append(f"{img.get('alt', '')[:60]}: {pt:.1f} pt")
@@ -331,15 +333,19 @@ def test_every_figure_and_frame_is_its_print_copy(book):
             f"{img.get('alt', '')[:60]}: {natural} px printed at {img['width']} CSS px")
 
 
-def _explorer(frames: int = 3, print_copies: bool = True) -> BeautifulSoup:
-    """A built explorer of one control, ``temperature τ``, as a page of the site has it."""
+def _explorer(frames: int = 3, print_copies: bool = True, label: str = "temperature τ",
+              control: str | None = None) -> BeautifulSoup:
+    """A built explorer of one control, labelled ``label``, as a page of the site has it
+    (``control``: the control's Python name, in its data as ``"controls"``)."""
     values = ["0.25", "1.0", "4.0", "8.0"][:frames]
     wide = {"index": {str(k): k for k in range(frames)}, "images": [f"w{k}.png" for k in range(frames)],
             "width": 720, "height": 340, "min_text_px": 10.41}
     if print_copies:  # the frames of chapter 1's strip (attention_core.book.explorers.strips)
         wide.update(print_images={str(k): f"p{k}.png" for k in range(frames)}, print_scale=2.5)
-    data = {"layouts": {"wide": wide}, "names": ["temperature τ"], "labels": [values], "alt": "Weights.",
+    data = {"layouts": {"wide": wide}, "names": [label], "labels": [values], "alt": "Weights.",
             "start": [1], "chapter": "01_attention_basics"}
+    if control:
+        data["controls"] = [control]
     return BeautifulSoup(
         '<div class="ac-explorer"><img class="ac-frame" src="w1.png" '
         'alt="Weights. Shown: temperature τ 1.0.">'
@@ -347,12 +353,35 @@ def _explorer(frames: int = 3, print_copies: bool = True) -> BeautifulSoup:
 
 
 def test_a_strip_prints_the_print_copies_of_its_frames(monkeypatch):
-    monkeypatch.setitem(pdf_edition.STRIPS, "01_attention_basics",
+    monkeypatch.setitem(pdf_parts.STRIPS, "01_attention_basics",
                         [{"temperature τ": v} for v in ("0.25", "1.0", "4.0")])
     soup = _explorer()
-    strip = pdf_edition.explorer_strip(soup, soup.select_one("div.ac-explorer"), "01_attention_basics")
+    strip = pdf_parts.explorer_strip(soup, soup.select_one("div.ac-explorer"), "01_attention_basics")
     assert [img["src"] for img in strip.select("img")] == ["p0.png", "p1.png", "p2.png"]
     assert {img["width"] for img in strip.select("img")} == {"720"}  # printed at the website's size
+
+
+@pytest.mark.parametrize("label", ["temperature τ", "temperature T"])
+def test_a_strip_matches_its_explorer_by_control_names_not_labels(monkeypatch, label):
+    """An explorer whose data names its controls (``"controls"``: their Python names) is
+    matched to :data:`STRIPS` by those names: a label renamed on the page changes no strip;
+    the captions show the labels the reader sees."""
+    monkeypatch.setitem(pdf_parts.STRIPS, "01_attention_basics",
+                        [{"temperature": v} for v in ("0.25", "1.0", "4.0")])
+    soup = _explorer(label=label, control="temperature")
+    strip = pdf_parts.explorer_strip(soup, soup.select_one("div.ac-explorer"), "01_attention_basics")
+    assert [img["src"] for img in strip.select("img")] == ["p0.png", "p1.png", "p2.png"]
+    captions = [c.get_text() for c in strip.select("figcaption")]
+    assert captions == [f"{label} = {v}" for v in ("0.25", "1.0", "4.0")]
+
+
+def test_importing_the_pdf_edition_leaves_sys_path_alone():
+    """The PDF edition imports attention_core as installed (``make setup``: editable) and its
+    siblings from ``_ext`` (the script's folder); neither importing it nor its site address
+    edits sys.path."""
+    code = ("import sys; sys.path.insert(0, '_ext'); before = list(sys.path); import pdf_edition; "
+            "pdf_edition.site_url(); assert sys.path == before, set(sys.path) ^ set(before)")
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
 
 
 @pytest.mark.parametrize("setting, says", [
@@ -361,34 +390,34 @@ def test_a_strip_prints_the_print_copies_of_its_frames(monkeypatch):
     ({"temperature τ": "0.25"}, "shows the same frame as another one"),  # a frame twice
 ])
 def test_a_strip_that_no_longer_matches_its_explorer_fails_naming_the_chapter(monkeypatch, setting, says):
-    monkeypatch.setitem(pdf_edition.STRIPS, "01_attention_basics", [{"temperature τ": "0.25"}, setting])
+    monkeypatch.setitem(pdf_parts.STRIPS, "01_attention_basics", [{"temperature τ": "0.25"}, setting])
     soup = _explorer()
-    with pytest.raises(pdf_edition.PrintError, match=re.escape(says)) as error:
-        pdf_edition.explorer_strip(soup, soup.select_one("div.ac-explorer"), "01_attention_basics")
+    with pytest.raises(pdf_parts.PrintError, match=re.escape(says)) as error:
+        pdf_parts.explorer_strip(soup, soup.select_one("div.ac-explorer"), "01_attention_basics")
     assert str(error.value).startswith("01_attention_basics: ")
 
 
 def test_a_strip_of_a_renamed_chapter_or_without_print_copies_fails(monkeypatch):
-    with pytest.raises(pdf_edition.PrintError, match="^01_attention_basics: STRIPS lists frames"):
-        pdf_edition.check_strips_used(set(pdf_edition.STRIPS) - {"01_attention_basics"})
-    pdf_edition.check_strips_used(set(pdf_edition.STRIPS))
+    with pytest.raises(pdf_parts.PrintError, match="^01_attention_basics: STRIPS lists frames"):
+        pdf_parts.check_strips_used(set(pdf_parts.STRIPS) - {"01_attention_basics"})
+    pdf_parts.check_strips_used(set(pdf_parts.STRIPS))
     soup = _explorer(print_copies=False)
-    with pytest.raises(pdf_edition.PrintError, match="^01_attention_basics: the explorer .* no print copy"):
-        pdf_edition.explorer_strip(soup, soup.select_one("div.ac-explorer"), "01_attention_basics")
+    with pytest.raises(pdf_parts.PrintError, match="^01_attention_basics: the explorer .* no print copy"):
+        pdf_parts.explorer_strip(soup, soup.select_one("div.ac-explorer"), "01_attention_basics")
 
 
 def test_a_strip_of_another_chapter_than_the_explorer_was_rendered_for_fails(monkeypatch):
     """The explorer rendered print copies for its own chapter's strip only: printed on a page
     whose strip picks other frames, the build fails naming the page's chapter."""
-    monkeypatch.setitem(pdf_edition.STRIPS, "02_scaling",
+    monkeypatch.setitem(pdf_parts.STRIPS, "02_scaling",
                         [{"temperature τ": v} for v in ("0.25", "4.0", "8.0")])
     soup = _explorer(frames=4)
     data = json.loads(soup.select_one("script").string)
     del data["layouts"]["wide"]["print_images"]["3"]
     soup.select_one("script").string = json.dumps(data)
-    with pytest.raises(pdf_edition.PrintError, match=r"^02_scaling: .* \[\['8.0'\]\]: it was rendered for "
+    with pytest.raises(pdf_parts.PrintError, match=r"^02_scaling: .* \[\['8.0'\]\]: it was rendered for "
                                                      "the strip of 01_attention_basics"):
-        pdf_edition.explorer_strip(soup, soup.select_one("div.ac-explorer"), "02_scaling")
+        pdf_parts.explorer_strip(soup, soup.select_one("div.ac-explorer"), "02_scaling")
 
 
 def test_a_figure_without_its_print_copy_fails_naming_the_chapter(tmp_path):
@@ -397,10 +426,10 @@ def test_a_figure_without_its_print_copy_fails_naming_the_chapter(tmp_path):
     page.write_text('<html><head></head><body><article class="bd-article"><h1>Scaling</h1>'
                     '<div class="ac-figure"><picture><img src="f.png" width="720" alt="Logits."></picture>'
                     '</div></article></body></html>', encoding="utf-8")
-    with pytest.raises(pdf_edition.PrintError, match="^02_scaling: the figure 'Logits.' has no print copy"):
+    with pytest.raises(pdf_parts.PrintError, match="^02_scaling: the figure 'Logits.' has no print copy"):
         pdf_edition.page_section("chapters/02_scaling", tmp_path, "https://example.org/", False)
     page.write_text(page.read_text().replace('src="f.png"', 'src="f.png" data-print-src="f-print.png"'))
-    section = pdf_edition.page_section("chapters/02_scaling", tmp_path, "https://example.org/", False)
+    section, _ = pdf_edition.page_section("chapters/02_scaling", tmp_path, "https://example.org/", False)
     assert section.select_one("img")["src"].endswith("/chapters/f-print.png")
 
 
@@ -411,7 +440,7 @@ def test_code_lines_keep_text_highlighting_and_hang_under_their_indent():
                          '    <span class="k">return</span> <a href="#x">g</a>(1)\n</pre>', "html.parser")
     pre = soup.pre
     before = pre.get_text()
-    pdf_edition.code_lines(soup, pre)
+    pdf_parts.code_lines(soup, pre)
     lines = pre.select(":scope > span.pdf-code-line")
     assert pre.get_text() == before  # the same characters, leading spaces and newlines included
     assert [line.get_text() for line in lines] == ['def f():\n', '    """One.\n', '\n', '    Two."""\n',
