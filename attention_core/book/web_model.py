@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import contextlib
 import gzip
-import hashlib
 import io
 import json
 import math
@@ -66,11 +65,12 @@ except ImportError:  # Colab and Binder have no onnx: only the export refuses to
 from ..models import pretrained
 from ..models.measure import one_thread
 from ..models.pretrained import BertEncoder, MiniLMTokenizer, sentence_embedding
+from .export_files import files_hash, ort_session, round_up, write_readable
 
 __all__ = [
     "MAX_TOKENS", "MAX_BYTES", "FILES", "PRECISION", "MIN_QUANTISED", "WebMiniLM", "export_float32",
-    "blockwise_int8", "quantise_weights", "ort_session", "attention_difference", "round_up", "source_hash",
-    "files_hash", "write_readable", "export_minilm", "main",
+    "blockwise_int8", "quantise_weights", "attention_difference", "source_hash",
+    "export_minilm", "main",
 ]
 
 MAX_TOKENS = 128
@@ -244,15 +244,6 @@ def _dequantised_rows(graph, name: str, weight: np.ndarray, rows: str, out: str,
             node("Reshape", [f"{out}_blocks", f"{out}_shape"], [out])]
 
 
-def ort_session(path) -> onnxruntime.InferenceSession:
-    """An ONNX Runtime CPU session on the model file ``path``, on one thread: a sentence is
-    small, and idle worker threads that spin would slow a busy machine down."""
-    options = onnxruntime.SessionOptions()
-    options.intra_op_num_threads = options.inter_op_num_threads = 1
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    return onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-
-
 def attention_difference(path, model: BertEncoder, tokenizer: MiniLMTokenizer, sentences,
                          pad_to: int | None = None) -> tuple[float, float]:
     """``(max |attention difference|, max |embedding difference|)`` between the ONNX model
@@ -278,14 +269,6 @@ def attention_difference(path, model: BertEncoder, tokenizer: MiniLMTokenizer, s
     return worst_a, worst_e
 
 
-def round_up(value: float, digits: int = 2) -> float:
-    """``value`` rounded up to ``digits`` significant digits: 0.0223 -> 0.023, 0.03 -> 0.03."""
-    if not value > 0:
-        return 0.0
-    unit = 10.0 ** (math.floor(math.log10(value)) - digits + 1)
-    return float(f"{math.ceil(round(value / unit, 9)) * unit:.{digits}g}")
-
-
 def source_hash(model_dir=None) -> str:
     """A hash of everything the exported files depend on: the model's files, the code that
     builds and exports it (this module, ``models/pretrained.py``, ``nn/``) and the versions
@@ -295,27 +278,6 @@ def source_hash(model_dir=None) -> str:
     files = [model_dir / name for name in pretrained.MODEL_FILES]
     files += [Path(__file__).resolve(), package / "models" / "pretrained.py"]
     return files_hash(files + sorted((package / "nn").glob("*.py")))
-
-
-def files_hash(files) -> str:
-    """16 hex digits of SHA-256 over the versions of torch, onnx, onnxscript, onnxruntime and
-    numpy, then each of ``files``' name and bytes: the key under which an export is cached."""
-    digest = hashlib.sha256()
-    for module in (torch, onnx, onnxscript, onnxruntime, np):
-        digest.update(f"{module.__name__}=={module.__version__}\n".encode())
-    for path in files:
-        path = Path(path)
-        digest.update(path.name.encode())
-        with open(path, "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                digest.update(chunk)
-    return digest.hexdigest()[:16]
-
-
-def write_readable(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path``, readable by everyone (the static server's user too)."""
-    path.write_bytes(data)
-    path.chmod(0o644)
 
 
 def _need_onnx() -> None:

@@ -49,6 +49,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -56,6 +57,7 @@ from ..nn._checks import check_eps, check_positive_int, check_tensor, check_toke
 from ..nn.block import TransformerBlock
 from ..nn.kv_cache import HeadCache, KVCache, RollingKVCache, is_head_cache
 from ..nn.norms import RMSNorm
+from .gguf_blocks import BLOCK, BLOCK_BYTES, decode_blocks
 
 try:  # the `llm` extra: only load_smollm2 needs it
     import gguf
@@ -182,17 +184,26 @@ class SmolLM(nn.Module):
         ``output_attentions`` is False: the layers then attend without forming them,
         ``need_weights=False``)."""
         self._check_inputs(input_ids, kv_caches, head_mask)
-        caches = kv_caches or [None] * len(self.layers)
-        attn_mask, is_causal = _decoder_mask(caches[0], input_ids.size(1))
         x = self.embed_tokens(input_ids)  # (B, T, D)
-        attentions = []
         with ablate_heads(self, head_mask):
-            for layer, cache in zip(self.layers, caches):
-                x, weights = layer(x, attn_mask, is_causal, kv_cache=cache,
-                                   need_weights=output_attentions)  # (B, T, D), (B, H, T, S) or None
-                if output_attentions:
-                    attentions.append(weights)
-        return self.norm(x), tuple(attentions)
+            x, attentions = self.run_blocks(x, kv_caches, output_attentions)
+        return self.norm(x), attentions
+
+    def run_blocks(self, x: torch.Tensor, kv_caches: list[HeadCache] | None = None,
+                   output_attentions: bool = True) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
+        """The residual stream ``x (B, T, D)`` through every block, causal (a rolling
+        cache's own mask for a chunk): ``(x (B, T, D), attentions)``, before the final norm.
+        :meth:`hidden_states` calls it after embedding the tokens; the in-browser export
+        (``attention_core.book.web_llm_export``) traces it."""
+        caches = kv_caches or [None] * len(self.layers)
+        attn_mask, is_causal = _decoder_mask(caches[0], x.size(1))
+        attentions = []
+        for layer, cache in zip(self.layers, caches):
+            x, weights = layer(x, attn_mask, is_causal, kv_cache=cache,
+                               need_weights=output_attentions)  # (B, T, D), (B, H, T, S) or None
+            if output_attentions:
+                attentions.append(weights)
+        return x, tuple(attentions)
 
     def forward(self, input_ids: torch.Tensor, kv_caches: list[HeadCache] | None = None,
                 head_mask: torch.Tensor | None = None, output_attentions: bool = True
@@ -414,6 +425,9 @@ def chat_prompt(tokenizer, messages: list[dict], add_generation_prompt: bool = T
 def encode(tokenizer, text: str) -> torch.Tensor:
     """``text`` -> ``input_ids (1, T)`` (int64); special tokens written in the text, such as
     ``<|im_start|>``, become their ids."""
+    if isinstance(tokenizer, (str, bytes)) or not callable(getattr(tokenizer, "encode", None)):
+        raise TypeError(f"tokenizer must be a tokenizers.Tokenizer (load_smollm2), "
+                        f"got {type(tokenizer).__name__}")
     if not isinstance(text, str) or not text:
         raise TypeError(f"text must be a non-empty string, got {text!r}")
     return torch.tensor([tokenizer.encode(text).ids], dtype=torch.long)
@@ -461,7 +475,8 @@ def gguf_file(path) -> Path:
 
 
 def gguf_state_dict(reader, num_layers: int) -> dict[str, torch.Tensor]:
-    """The tensors of a ``llama`` GGUF, dequantised to float32 (``gguf.quants.dequantize``),
+    """The tensors of a ``llama`` GGUF, dequantised to float32 (Q4_1 and Q8_0 by
+    :func:`~attention_core.models.gguf_blocks.decode_blocks`),
     under :class:`SmolLM`'s names.
 
     llama.cpp's converter stores each head's query and key rows permuted from
@@ -489,9 +504,16 @@ def gguf_state_dict(reader, num_layers: int) -> dict[str, torch.Tensor]:
 
 
 def _dequantize(tensor) -> torch.Tensor:
-    """A GGUF tensor as a float32 torch tensor ``(rows, columns)``, PyTorch's ``(out, in)``.
-    A float32 tensor comes back as a view of the read-only memory-mapped file: copied."""
-    array = gguf.quants.dequantize(tensor.data, tensor.tensor_type)
+    """A GGUF tensor as a float32 torch tensor ``(rows, columns)``, PyTorch's ``(out, in)``:
+    Q4_1 and Q8_0 blocks by :func:`~attention_core.models.gguf_blocks.decode_blocks` (what
+    the in-browser model decodes too), other types by ``gguf.quants.dequantize``. A float32
+    tensor comes back as a view of the read-only memory-mapped file: copied."""
+    kind = tensor.tensor_type.name
+    if kind in BLOCK_BYTES:
+        raw = np.ascontiguousarray(tensor.data, dtype=np.uint8)  # (rows, nblk * block bytes)
+        array = decode_blocks(kind, raw, raw.shape[0], raw.shape[1] // BLOCK_BYTES[kind] * BLOCK)
+    else:
+        array = gguf.quants.dequantize(tensor.data, tensor.tensor_type)
     return torch.from_numpy(array if array.flags.writeable else array.copy())
 
 

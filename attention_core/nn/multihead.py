@@ -40,8 +40,9 @@ __all__ = ["MultiHeadAttention", "mean_pool_kv_heads"]
 def _attention_kernel(attention: str | AttentionFunction) -> AttentionFunction:
     """The kernel ``MultiHeadAttention(attention=...)`` attends with: a name of
     :data:`~attention_core.nn.attention_functions.ATTENTION_FUNCTIONS` gives its kernel (the
-    same one everywhere); a kernel of the dict, or a ``functools.partial`` of one with options
-    fixed (checked now), is returned as it is. ``"lsh"`` is refused: Reformer's keys are its
+    same one everywhere); an :class:`~attention_core.nn.attention_functions.AttentionKernel`
+    (one of the dict's, or one of a library's own), or a ``functools.partial`` of one with
+    options fixed (checked now), is returned as it is. ``"lsh"`` is refused: Reformer's keys are its
     queries, which two projections never give.
     """
     if isinstance(attention, str):
@@ -50,9 +51,9 @@ def _attention_kernel(attention: str | AttentionFunction) -> AttentionFunction:
                              f"ATTENTION_FUNCTIONS), got {attention!r}")
         attention = ATTENTION_FUNCTIONS[attention]
     kernel = attention.func if isinstance(attention, functools.partial) else attention
-    if not any(kernel is fn for fn in ATTENTION_FUNCTIONS.values()):
-        raise TypeError(f"attention must be a name in {sorted(ATTENTION_FUNCTIONS)}, a kernel of "
-                        f"ATTENTION_FUNCTIONS or a functools.partial of one, got {attention!r}")
+    if not isinstance(kernel, AttentionKernel):
+        raise TypeError(f"attention must be a name in {sorted(ATTENTION_FUNCTIONS)}, an AttentionKernel "
+                        f"or a functools.partial of one, got {attention!r}")
     if isinstance(attention, functools.partial):
         kernel.check_options(attention.keywords)  # a layer passes no option but dropout_p
     if kernel is ATTENTION_FUNCTIONS["lsh"]:  # Reformer's keys are its queries; W_q and W_k differ
@@ -91,8 +92,10 @@ class MultiHeadAttention(nn.Module):
     on the parameters' device.
 
     ``attention`` picks the kernel, as HuggingFace's ``ALL_ATTENTION_FUNCTIONS`` does: a
-    name of :data:`~attention_core.nn.attention_functions.ATTENTION_FUNCTIONS`, or one of
-    its kernels with options fixed by ``functools.partial``::
+    name of :data:`~attention_core.nn.attention_functions.ATTENTION_FUNCTIONS`, one of
+    its kernels with options fixed by ``functools.partial``, or an
+    :class:`~attention_core.nn.attention_functions.AttentionKernel` of your own
+    (:meth:`set_attention` swaps it later)::
 
         window = functools.partial(ATTENTION_FUNCTIONS["sliding_window"], window=64)
         layer = MultiHeadAttention(512, 8, attention=window)
@@ -119,16 +122,24 @@ class MultiHeadAttention(nn.Module):
         self.embed_dim, self.num_heads, self.num_kv_heads = embed_dim, num_heads, num_kv_heads
         self.head_dim = embed_dim // num_heads
         self.dropout, self.rope, self.rope_base = dropout, rope, rope_base
-        self.attention, self.attention_fn = attention, _attention_kernel(attention)
-        if dropout > 0 and "dropout_p" not in self._kernel().options:
-            raise ValueError(f"attention={attention!r} has no dropout on its weights; "
-                             f"pass dropout=0.0 or an attention with dropout_p such as 'eager'")
+        self.set_attention(attention)
         kv_dim = num_kv_heads * self.head_dim
         factory_kwargs = {"device": device, "dtype": dtype}
         self.q_proj = nn.Linear(embed_dim, embed_dim, bias=bias, **factory_kwargs)  # W_q
         self.k_proj = nn.Linear(embed_dim, kv_dim, bias=bias, **factory_kwargs)  # W_k
         self.v_proj = nn.Linear(embed_dim, kv_dim, bias=bias, **factory_kwargs)  # W_v
         self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias, **factory_kwargs)  # W_o
+
+    def set_attention(self, attention: str | AttentionFunction) -> None:
+        """Attend with ``attention`` from now on (what ``__init__``'s ``attention`` takes), as
+        ``transformers``' ``set_attn_implementation`` does: the in-browser export
+        (``attention_core.book.web_llm_export``) swaps in ONNX Runtime's fused attention this way."""
+        kernel = _attention_kernel(attention)
+        options = (kernel.func if isinstance(kernel, functools.partial) else kernel).options
+        if self.dropout > 0 and "dropout_p" not in options:
+            raise ValueError(f"attention={attention!r} has no dropout on its weights; "
+                             f"pass dropout=0.0 or an attention with dropout_p such as 'eager'")
+        self.attention, self.attention_fn = attention, kernel
 
     @classmethod
     def from_torch(cls, module: nn.MultiheadAttention) -> MultiHeadAttention:

@@ -119,7 +119,10 @@ def rotary_table(length: int, dim: int, base: float = 10000.0, dtype: torch.dtyp
     tables of its positions), built once per ``(T, dim, base, dtype, device)`` and kept.
     ``T`` is ``length`` rounded up to a power of two (at least 64), so a decoder that grows
     by one token a step rebuilds it only when it doubles. Slice rows ``p0:p1`` for
-    positions ``p0 .. p1 - 1``."""
+    positions ``p0 .. p1 - 1``. Under ``torch.export`` or ``torch.compile`` (a symbolic
+    ``length``) the table is built in the graph, ``T = length``, and not kept."""
+    if torch.compiler.is_compiling():
+        return rotary_cos_sin(torch.arange(length, device=device), dim, base, dtype)
     check_positive_int("length", length)
     check_float_dtype("dtype", dtype)
     return _cached_table(max(64, 1 << (length - 1).bit_length()), dim, float(base), dtype,
