@@ -38,9 +38,7 @@ package imports it, so ``import attention_core.book`` does not need them.
 
 from __future__ import annotations
 
-import contextlib
 import gzip
-import io
 import json
 import math
 import os
@@ -126,8 +124,8 @@ def export_float32(path, model: BertEncoder | None = None) -> Path:
     batch = torch.export.Dim("batch", min=1, max=1024)
     length = torch.export.Dim("length", min=1, max=MAX_TOKENS)
     dims = {name: {0: batch, 1: length} for name in INPUTS}
-    with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the exporter's progress lines and FutureWarnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the exporter's FutureWarnings
         program = torch.onnx.export(WebMiniLM(model).eval(), (ids, mask), dynamo=True, verbose=False,
                                     input_names=list(INPUTS), output_names=list(OUTPUTS),
                                     dynamic_shapes=dims, optimize=True)
