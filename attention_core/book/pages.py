@@ -13,6 +13,9 @@ __all__ = ["show_source", "PlainText", "glue"]
 
 def show_source(obj) -> Code:
     """The source of a package function or class, syntax-highlighted in a notebook."""
+    tests = (inspect.isfunction, inspect.ismethod, inspect.isclass, inspect.ismodule)
+    if not any(test(obj) for test in tests):
+        raise TypeError(f"obj must be a function, method, class or module, got {type(obj).__name__}")
     return Code(inspect.getsource(obj), language="python")
 
 
@@ -42,6 +45,8 @@ def glue(name: str, value, display: bool = False) -> None:
     nothing happens, so the same cell runs everywhere. Returns nothing, so a cell that
     ends with ``glue(...)`` shows no stray value.
     """
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"name must be a non-empty str (the glue key), got {name!r}")
     try:  # an optional dependency: only the website's build has it
         from myst_nb import glue as myst_glue
     except ImportError:

@@ -26,7 +26,7 @@ from typing import Any
 
 import matplotlib
 from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
+from matplotlib.figure import Figure, FigureBase
 from matplotlib.legend import Legend
 from matplotlib.text import Text
 from matplotlib.transforms import Affine2D, Bbox
@@ -37,7 +37,15 @@ __all__ = [
     "layout_figsizes", "TextRecordingCanvas", "recording_canvas", "new_figure", "call_draw", "draw_layout",
     "quantised_png", "png_bytes", "save_png", "print_png", "data_uri", "COLUMN_CSS_PX", "TEXT_FLOOR_CSS_PX",
     "FigureTextError", "shown_text_px", "text_problems", "tight_bbox", "check_text", "check_shown_size",
+    "check_figure",
 ]
+
+def check_figure(name: str, figure) -> None:
+    """Raise unless ``figure`` is a matplotlib figure (a ``Figure``, or a ``SubFigure`` of one):
+    the argument ``name`` of a function that draws on it or saves it."""
+    if not isinstance(figure, FigureBase):
+        raise TypeError(f"{name} must be a matplotlib Figure, got {type(figure).__name__}")
+
 
 LAYOUTS = ("wide", "narrow")
 """The layouts every figure and panel can draw."""
@@ -109,6 +117,11 @@ class TextRecordingCanvas(FigureCanvasAgg):
     text_px = math.inf
     """The size of the smallest text drawn so far, in px at the figure's dpi."""
 
+    def __init__(self, figure=None):
+        if figure is not None:
+            check_figure("figure", figure)
+        super().__init__(figure)
+
     def get_renderer(self, *args, **kwargs):
         renderer = super().get_renderer(*args, **kwargs)
         if not getattr(renderer, "_records_text", False):
@@ -125,6 +138,7 @@ class TextRecordingCanvas(FigureCanvasAgg):
 
 def recording_canvas(figure: Figure) -> TextRecordingCanvas:
     """Attach a :class:`TextRecordingCanvas` to ``figure`` and return it."""
+    check_figure("figure", figure)
     return TextRecordingCanvas(figure)
 
 
@@ -138,6 +152,8 @@ def new_figure(figsize, dpi: float) -> Figure:
 def call_draw(draw: Callable, figure: Figure, layout: str):
     """``draw(figure, layout=layout)``, or ``draw(figure)`` for a draw function that
     takes no layout (it draws both layouts the same way); returns what it returns."""
+    if not callable(draw):
+        raise TypeError(f"draw must be a function draw(fig, layout), got {type(draw).__name__}")
     try:
         params = inspect.signature(draw).parameters
     except (TypeError, ValueError):
@@ -150,6 +166,8 @@ def draw_layout(draw: Callable, layout: str, figsize, dpi: float | None = None) 
     """A new figure of ``layout`` (``figsize`` inches at ``dpi``, default the layout's)
     with ``draw`` called on it under the layout's rcParams: ``(figure, what draw
     returned)``."""
+    if not callable(draw):
+        raise TypeError(f"draw must be a function draw(fig, layout), got {type(draw).__name__}")
     check_layout(layout)
     with layout_rc(layout):
         figure = new_figure(figsize, dpi or LAYOUT_STYLE[layout]["dpi"])
@@ -160,6 +178,8 @@ def draw_layout(draw: Callable, layout: str, figsize, dpi: float | None = None) 
 
 def quantised_png(image: Image.Image) -> bytes:
     """``image`` as a PNG of 256 colours: about 3x smaller, for images stored in a page."""
+    if not isinstance(image, Image.Image):
+        raise TypeError(f"image must be a PIL Image, got {type(image).__name__}")
     out = io.BytesIO()
     image.convert("RGB").quantize(256).save(out, format="PNG", optimize=True)
     return out.getvalue()
@@ -169,6 +189,7 @@ def png_bytes(fig: Figure, small: bool = False, draw: bool = True) -> bytes:
     """Draw ``fig`` on its Agg canvas (unless ``draw=False``: the canvas is current)
     and encode it as PNG. ``small`` quantises it (:func:`quantised_png`, for frames
     stored in a page); the live view skips that and compresses lightly, to stay fast."""
+    check_figure("fig", fig)
     if draw:
         fig.canvas.draw()
     image = Image.frombuffer("RGBA", fig.canvas.get_width_height(), fig.canvas.buffer_rgba())
@@ -206,6 +227,7 @@ def save_png(figure: Figure, small: bool = True, tight: bool = False, scale: flo
     ``tight`` crops to the drawn content (as Jupyter's inline backend does), ``scale`` (> 0)
     saves at that many times the figure's dpi. The figure keeps its own canvas, drawn as
     it was."""
+    check_figure("figure", figure)
     raw, text_px = _savefig(figure, tight, scale)
     image = Image.open(io.BytesIO(raw))
     return {"png": quantised_png(image) if small else raw,
@@ -221,6 +243,7 @@ def print_png(figure: Figure, tight: bool = False) -> bytes:
     bar into about 40 steps). Encoded for speed: an uncompressed PNG in between and plain
     compression, not an optimised one (0.4 s a copy, not :func:`save_png`'s 0.55 s, for a
     file a few per cent larger)."""
+    check_figure("figure", figure)
     raw, _ = _savefig(figure, tight, PRINT_SCALE, compress_level=0)
     out = io.BytesIO()
     Image.open(io.BytesIO(raw)).convert("RGB").quantize(256).save(out, format="PNG")
@@ -229,6 +252,8 @@ def print_png(figure: Figure, tight: bool = False) -> bytes:
 
 def data_uri(png: bytes) -> str:
     """``png`` as a ``data:image/png;base64,...`` URI: an image inside the page."""
+    if not isinstance(png, bytes):
+        raise TypeError(f"png must be bytes, got {type(png).__name__}")
     return "data:image/png;base64," + base64.b64encode(png).decode()
 
 
@@ -256,6 +281,9 @@ def shown_text_px(text_px: float, natural_width: float, column_px: float) -> flo
     """Text of ``text_px`` (px at an image's natural size, ``points * dpi / 72``) in CSS
     px as displayed in a column ``column_px`` wide: images are scaled down to fit the
     column, never up."""
+    for name, value in (("text_px", text_px), ("natural_width", natural_width), ("column_px", column_px)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+            raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
     if natural_width <= 0:
         raise ValueError(f"natural_width must be > 0, got {natural_width!r}")
     return text_px * min(1.0, column_px / natural_width)
@@ -332,6 +360,7 @@ def text_problems(figure: Figure, saved=None) -> list[str]:
     display px; default the whole figure, as an explorer's frames and ``savefig``
     without ``bbox_inches`` save it), each text running over another panel's area, and
     each pair of texts of different panels that overlap. ``[]`` when all is well."""
+    check_figure("figure", figure)
     renderer = figure.canvas.get_renderer()
     saved = saved or figure.bbox
     texts = []
@@ -369,6 +398,7 @@ def text_problems(figure: Figure, saved=None) -> list[str]:
 
 def tight_bbox(figure: Figure, pad_inches: float | None = None):
     """The area ``savefig(bbox_inches="tight")`` saves of the drawn ``figure``, in display px."""
+    check_figure("figure", figure)
     renderer = figure.canvas.get_renderer()
     pad = matplotlib.rcParams["savefig.pad_inches"] if pad_inches is None else pad_inches
     box = figure.get_tightbbox(renderer).padded(pad)  # inches
@@ -378,6 +408,7 @@ def tight_bbox(figure: Figure, pad_inches: float | None = None):
 def check_text(figure: Figure, name: str, saved=None) -> None:
     """Raise :class:`FigureTextError` naming ``name`` and every problem
     :func:`text_problems` finds in the drawn ``figure``."""
+    check_figure("figure", figure)
     problems = text_problems(figure, saved)
     if problems:
         raise FigureTextError(f"{name}: text cut or overlapping: " + "; ".join(problems))
@@ -390,6 +421,8 @@ def check_shown_size(min_text_px: float | None, natural_width: int, name: str,
     shown in any of ``columns`` (keys of :data:`COLUMN_CSS_PX`)."""
     if min_text_px is None:
         return
+    if isinstance(min_text_px, bool) or not isinstance(min_text_px, (int, float)) or not min_text_px > 0:
+        raise ValueError(f"min_text_px must be a number > 0 or None, got {min_text_px!r}")
     for column in columns:
         shown = shown_text_px(min_text_px, natural_width, COLUMN_CSS_PX[column])
         if shown < TEXT_FLOOR_CSS_PX:

@@ -46,11 +46,13 @@ CODE = re.compile(r"`([^`]+)`")
 
 def inline_html(text: str) -> str:
     """``text`` as HTML: escaped, with ```code``` spans as ``<code>``."""
+    _check_text("text", text)
     return CODE.sub(lambda m: f"<code>{m.group(1)}</code>", html.escape(text))
 
 
 def plain(text: str) -> str:
     """``text`` without its code marks (a radio button's label shows no HTML)."""
+    _check_text("text", text)
     return CODE.sub(lambda m: m.group(1), text)
 
 
@@ -251,6 +253,8 @@ def static_html(chapter: str, questions) -> str:
 
 def feedback_html(verdict: Verdict) -> str:
     """The verdict for the kernel's view: its first words in bold, coloured, announced."""
+    if not isinstance(verdict, Verdict):
+        raise TypeError(f"verdict must be a Verdict (a question's check), got {type(verdict).__name__}")
     colour = "#1a7f37" if verdict.correct else "#b42318"
     head, rest = "", verdict.message
     for verdict_word in ("Correct.", "Not quite."):
@@ -282,6 +286,9 @@ class QuestionWidget:
 
 
 def question_widget(n: int, total: int, question: Question) -> QuestionWidget:
+    for name, value in (("n", n), ("total", total)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"{name} must be an int >= 0, got {value!r}")
     prompt = widgets.HTML(f"<b>Question {n + 1} of {total}.</b> {inline_html(question.prompt)}")
     if isinstance(question, MultipleChoice):
         answer = widgets.RadioButtons(options=[plain(c.text) for c in question.choices], index=None,
@@ -301,6 +308,7 @@ def question_widget(n: int, total: int, question: Question) -> QuestionWidget:
 
 def plain_text(chapter: str, questions) -> str:
     """The questions as text: what a front end without the widgets shows."""
+    _check_chapter(chapter)
     lines = [f"Check yourself ({chapter}): run this cell in Jupyter to answer and check."]
     for n, q in enumerate(questions):
         lines.append(f"{n + 1}. {plain(q.prompt)}")

@@ -94,6 +94,11 @@ def head_types(scores: dict[str, torch.Tensor], threshold: float = 0.5,
     ``breadth`` exceeds ``broad``, else ``mixed``. Returns ``num_layers`` lists of H labels."""
     if not 0 < threshold < 1 or not 0 < broad < 1:
         raise ValueError(f"threshold and broad must lie in (0, 1), got {threshold}, {broad}")
+    kinds = ("previous", "next", "first", "last", "breadth")
+    if not isinstance(scores, dict) or any(not isinstance(scores.get(k), torch.Tensor) or scores[k].dim() != 2
+                                           for k in kinds):
+        raise TypeError(f"scores must be head_scores(...)'s dict of (num_layers, H) tensors {kinds}, "
+                        f"got {type(scores).__name__}")
     labels = []
     for layer in range(scores["breadth"].size(0)):
         row = []

@@ -29,6 +29,7 @@ import torch
 
 from ..nn._checks import check_positive_int, check_tensor
 from ..nn.kv_cache import kv_cache_bytes
+from .smollm import SmolLM
 
 __all__ = [
     "BOOK_PROSE", "repeated_random_tokens", "induction_scores", "previous_token_scores",
@@ -208,6 +209,9 @@ def token_losses(logits: torch.Tensor, input_ids: torch.Tensor) -> torch.Tensor:
 def head_mask_without(heads, num_layers: int, num_heads: int) -> torch.Tensor:
     """``(num_layers, H)`` ones, with 0 at each ``(layer, head)`` of ``heads`` (counted from 0): the
     ``head_mask`` that removes those heads."""
+    if isinstance(heads, (str, torch.Tensor)) or not all(
+            isinstance(h, (tuple, list)) and len(h) == 2 for h in heads):
+        raise TypeError(f"heads must be a list of (layer, head) pairs, got {heads!r}")
     mask = torch.ones(num_layers, num_heads)
     for layer, head in heads:
         if not (0 <= layer < num_layers and 0 <= head < num_heads):
@@ -222,6 +226,8 @@ def ablated_losses(model, input_ids: torch.Tensor, heads=()) -> torch.Tensor:
     :class:`~attention_core.models.smollm.SmolLM`) on ``input_ids (B, T)`` with each
     ``(layer, head)`` of ``heads`` removed: its output is set to zero before ``W_o`` mixes
     the heads."""
+    if not isinstance(model, SmolLM):
+        raise TypeError(f"model must be a SmolLM (load_smollm2), got {type(model).__name__}")
     c = model.config
     mask = head_mask_without(heads, c.num_layers, c.num_heads)
     logits, _ = model(input_ids, head_mask=mask, output_attentions=False)  # (B, T, vocab_size)
@@ -245,6 +251,8 @@ def random_heads(num_layers: int, num_heads: int, k: int, generator: torch.Gener
                  exclude=()) -> list[tuple[int, int]]:
     """``k`` distinct heads drawn uniformly, as ``(layer, head)`` from 0, none of them in
     ``exclude``: the control for removing chosen heads."""
+    for name, value in (("num_layers", num_layers), ("num_heads", num_heads)):
+        check_positive_int(name, value)
     allowed = [(n, h) for n in range(num_layers) for h in range(num_heads) if (n, h) not in set(exclude)]
     if not 0 < k <= len(allowed):
         raise ValueError(f"k must be in [1, {len(allowed)}] (the heads not excluded), got {k}")
@@ -265,6 +273,8 @@ def streaming_losses(model, input_ids: torch.Tensor, window: int | None = None,
     a time through that cache. Keys keep their original positions (RoPE rotates each key
     once, where it stands in the text); StreamingLLM renumbers them by their place in the
     cache."""
+    if not isinstance(model, SmolLM):
+        raise TypeError(f"model must be a SmolLM (load_smollm2), got {type(model).__name__}")
     if window is None:
         if num_sinks:
             raise ValueError("num_sinks needs a window")

@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from ..nn._checks import check_device, check_tensor, check_token_ids
+from ..nn._checks import check_device, check_positive_int, check_tensor, check_token_ids
 from ..nn.block import TransformerBlock
 
 __all__ = [
@@ -101,6 +101,9 @@ class BertEncoder(nn.Module):
                  num_layers: int = 6, ff_dim: int = 1536, max_positions: int = 512,
                  type_vocab_size: int = 2, eps: float = 1e-12, device=None, dtype=None):
         super().__init__()
+        for name, value in (("vocab_size", vocab_size), ("embed_dim", embed_dim), ("num_layers", num_layers),
+                            ("max_positions", max_positions), ("type_vocab_size", type_vocab_size)):
+            check_positive_int(name, value)
         factory_kwargs = {"device": device, "dtype": dtype}
         self.word_embeddings = nn.Embedding(vocab_size, embed_dim, **factory_kwargs)
         self.position_embeddings = nn.Embedding(max_positions, embed_dim, **factory_kwargs)
@@ -190,6 +193,8 @@ def sentence_embedding(last_hidden_state: torch.Tensor, attention_mask: torch.Te
     states, scaled to unit length. ``(B, T, D)``, ``(B, T)`` -> ``(B, D)``, so the dot
     product of two embeddings is their cosine similarity."""
     check_tensor("last_hidden_state", last_hidden_state, min_dim=3)
+    if last_hidden_state.dim() != 3:
+        raise ValueError(f"last_hidden_state must be (B, T, D), got shape {tuple(last_hidden_state.shape)}")
     if attention_mask is None:
         attention_mask = torch.ones(last_hidden_state.shape[:2], device=last_hidden_state.device)
     if tuple(attention_mask.shape) != tuple(last_hidden_state.shape[:2]):
@@ -223,6 +228,8 @@ def occlusion_change(model: BertEncoder, input_ids: torch.Tensor, positions=None
     ``input_ids (1, T)``, one sentence without padding; ``positions`` the token positions
     to occlude, one at a time (default: all). Returns ``(len(positions),)``.
     """
+    if not isinstance(model, BertEncoder):
+        raise TypeError(f"model must be a BertEncoder (load_minilm), got {type(model).__name__}")
     if not isinstance(input_ids, torch.Tensor) or input_ids.dim() != 2 or input_ids.size(0) != 1:
         raise ValueError(f"input_ids must be one sentence, shape (1, T), got "
                          f"{getattr(input_ids, 'shape', type(input_ids).__name__)}")
@@ -270,6 +277,8 @@ def bert_state_dict(weights: dict[str, torch.Tensor], num_layers: int) -> dict[s
     """Rename a HuggingFace ``BertModel`` state dict (``embeddings.*``,
     ``encoder.layer.N.*``) to :class:`BertEncoder`'s names. The pooler and
     ``position_ids`` are not used."""
+    if not isinstance(weights, dict):
+        raise TypeError(f"weights must be a dict of tensors (a state dict), got {type(weights).__name__}")
     names = {"embeddings.word_embeddings.weight": "word_embeddings.weight",
              "embeddings.position_embeddings.weight": "position_embeddings.weight",
              "embeddings.token_type_embeddings.weight": "token_type_embeddings.weight",

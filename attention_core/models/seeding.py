@@ -23,6 +23,8 @@ def seeded(seed: int):
 
     The generator is shared by the whole process: don't draw from it in another thread
     while the block runs."""
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"seed must be an int, got {type(seed).__name__} {seed!r}")
     with torch.random.fork_rng(devices=[]):
         torch.random.default_generator.manual_seed(seed)
         yield

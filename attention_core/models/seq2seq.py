@@ -391,6 +391,8 @@ def _words(ids) -> list[str]:
 
 def seq2seq_loss(model: Seq2Seq, batch: Batch) -> torch.Tensor:
     """Mean cross-entropy of the teacher-forced outputs over real target tokens (PAD ignored)."""
+    if not isinstance(model, Seq2Seq):
+        raise TypeError(f"model must be a Seq2Seq, got {type(model).__name__}")
     if not isinstance(batch, Batch):
         raise TypeError(f"batch must be a Batch (encode_batch(sentences)), got {type(batch).__name__}")
     logits, _ = model(batch.src, batch.src_lengths, batch.tgt_in)
@@ -418,6 +420,8 @@ def train_seq2seq(attention: str = "bahdanau", score: str = "additive", steps: i
 
 def exact_match(model: Seq2Seq, sentences) -> float:
     """Fraction of ``sentences`` whose greedy translation is exactly right."""
+    if not isinstance(model, Seq2Seq):
+        raise TypeError(f"model must be a Seq2Seq, got {type(model).__name__}")
     batch = encode_batch(sentences, model.src_embed.weight.device)  # on the model's device
     tokens, _ = model.greedy_decode(batch.src, batch.src_lengths)
     return sum(_words(row) == translate(s) for row, s in zip(tokens.tolist(), sentences)) / len(sentences)
@@ -429,6 +433,8 @@ def alignment_accuracy(model: Seq2Seq, sentences) -> float:
     they translate. The task reverses the sentence, so output ``t`` of an ``S``-word
     sentence translates source word ``S - 1 - t``; weights come from the teacher-forced
     pass, so every sentence is scored on its reference outputs."""
+    if not isinstance(model, Seq2Seq):
+        raise TypeError(f"model must be a Seq2Seq, got {type(model).__name__}")
     if model.score is None:
         raise ValueError(f"alignment_accuracy needs an attention model, got attention={model.attention!r}")
     batch = encode_batch(sentences, model.src_embed.weight.device)  # on the model's device

@@ -54,6 +54,7 @@ class SinusoidalPositions(nn.Module):
 
     def __init__(self, max_len: int, embed_dim: int):
         super().__init__()
+        check_positive_int("max_len", max_len)  # unused, but a wrong one is still a mistake
         check_positive_int("embed_dim", embed_dim)
         if embed_dim % 2:  # checked here, not first in forward under another name
             raise ValueError(f"embed_dim must be even for sinusoidal positions (the d_model of "

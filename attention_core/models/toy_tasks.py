@@ -57,7 +57,7 @@ def word_embeddings(tokens: list[str], d_model: int = 16, noise: float = 0.3,
     repeated words get equal vectors and related words similar ones.
     Words outside the lexicon get the ``unknown`` direction.
     """
-    if isinstance(tokens, str) or not tokens or not all(isinstance(t, str) for t in tokens):
+    if not isinstance(tokens, (list, tuple)) or not tokens or not all(isinstance(t, str) for t in tokens):
         raise TypeError(f"tokens must be a non-empty list of words (tokenize(sentence)), got {tokens!r}")
     check_positive_int("d_model", d_model)
     g = torch.Generator().manual_seed(seed)
@@ -126,6 +126,8 @@ def train_reverse_and_shift(num_heads: int = 2, seq_len: int = 8, vocab_size: in
 def reverse_and_shift_accuracy(model: TinyTransformer, seq_len: int, vocab_size: int,
                                num_sequences: int = 2000, seed: int = 1234) -> dict[str, float]:
     """Per-token accuracy of each target on fresh sequences (chance is 1 / (vocab_size - 1))."""
+    if not isinstance(model, TinyTransformer):
+        raise TypeError(f"model must be a TinyTransformer, got {type(model).__name__}")
     x, y = reverse_and_shift_batch(num_sequences, seq_len, vocab_size,
                                    torch.Generator().manual_seed(seed))
     predictions = model(x)[0].argmax(-1)  # (B, T, 2)
@@ -179,6 +181,8 @@ def token_accuracy(model: TinyTransformer, x: torch.Tensor, y: torch.Tensor,
     the same as in one pass, and the attention weights of a chunk stay in the CPU's
     cache (measured on 500 sequences up to 64 tokens, chapter 10's table then: a third
     less time)."""
+    if not isinstance(model, TinyTransformer):
+        raise TypeError(f"model must be a TinyTransformer, got {type(model).__name__}")
     if isinstance(from_position, bool) or not isinstance(from_position, int) or not (
             0 <= from_position < y.shape[1]):
         raise ValueError(f"from_position must be an int in [0, T={y.shape[1]}), "

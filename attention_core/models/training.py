@@ -22,6 +22,8 @@ __all__ = ["token_loss", "train_model"]
 def token_loss(model: torch.nn.Module, batch: tuple) -> torch.Tensor:
     """Cross-entropy of ``model(x)`` against ``y`` for a batch ``(x (B, T), y (B, T, ...))``;
     the model returns ``(logits (B, T, ..., vocab_size), anything)`` and has a ``vocab_size``."""
+    if not isinstance(model, torch.nn.Module) or not hasattr(model, "vocab_size"):
+        raise TypeError(f"model must be a torch.nn.Module with a vocab_size, got {type(model).__name__}")
     if not isinstance(batch, (tuple, list)) or len(batch) != 2:
         raise TypeError(f"batch must be a pair (x, y), got {type(batch).__name__} of "
                         f"{len(batch) if hasattr(batch, '__len__') else '?'}")

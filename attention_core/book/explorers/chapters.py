@@ -305,6 +305,9 @@ def tile_states(seq_len: int, block: int, done: int) -> tuple[np.ndarray, int]:
     """Chapter 11's picture of one query block: ``(state (L, L), tracked row)`` with the
     codes of :data:`attention_core.book.viz.panels.TILE_STATES`; the tracked query block is the
     middle one and ``done`` of its key blocks have been read."""
+    for name, value in (("seq_len", seq_len), ("block", block), ("done", done)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be an int >= 1, got {value!r}")
     tracked = (seq_len // block // 2) * block  # first row of a query block in the middle
     state = np.zeros((seq_len, seq_len))
     state[:tracked] = 1

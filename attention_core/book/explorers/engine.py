@@ -64,6 +64,8 @@ def check_values(name: str, values, *, integer: bool = False, minimum: float = 0
     sequence of finite numbers above ``minimum`` (or at least it, ``strict=False``),
     ints where ``integer``. Raises ``ValueError`` naming the argument and what it got,
     so a bad value fails when the explorer is built, not when a control reaches it."""
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a str, got {type(name).__name__}")
     values = list(values) if isinstance(values, (Sequence, range)) and not isinstance(values, str) else None
     kind = "int" if integer else "number"
     bound = f"{'>' if strict else '>='} {minimum:g}"
@@ -80,11 +82,15 @@ def check_values(name: str, values, *, integer: bool = False, minimum: float = 0
 def preferred(values: Sequence, *choices):
     """The first of ``choices`` that is one of ``values``, else the middle value: a
     control's starting value taken from the list it was given."""
+    if isinstance(values, str) or not isinstance(values, (Sequence, range)) or len(values) == 0:
+        raise ValueError(f"values must be a non-empty sequence, got {values!r}")
     return next((c for c in choices if c in values), values[len(values) // 2])
 
 
 def human_label(name: str) -> str:
     """``"tokens_shown"`` -> ``"tokens shown"``: the default label of a control."""
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a str, got {type(name).__name__}")
     return name.replace("_", " ")
 
 

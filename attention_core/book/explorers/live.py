@@ -33,7 +33,7 @@ import uuid
 import ipywidgets as widgets
 from IPython.display import display, update_display
 
-from .static import control_kind
+from .static import check_explorer, control_kind
 
 __all__ = [
     "WIDGET_VIEW", "widget_view_mimebundle", "is_numeric", "FigureOutput", "widget_view", "controls_text",
@@ -45,6 +45,8 @@ WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 def widget_view_mimebundle(widget) -> dict:
     """The output that shows ``widget`` in any Jupyter front end with a widget manager."""
+    if not hasattr(widget, "model_id") and not hasattr(widget, "_model_id"):
+        raise TypeError(f"widget must be an ipywidgets widget, got {type(widget).__name__}")
     model_id = getattr(widget, "model_id", None) or widget._model_id  # 8.x, 7.x
     return {WIDGET_VIEW: {"version_major": 2, "version_minor": 0, "model_id": model_id}}
 
@@ -86,6 +88,7 @@ class FigureOutput:
     move. ``value`` is the PNG shown now."""
 
     def __init__(self, explorer):
+        check_explorer(explorer)
         self.explorer = explorer
         self.display_id: str | None = None  # set when shown
 
@@ -119,6 +122,7 @@ def widget_view(explorer):
     explorer's figure in place and replaces the figure's output. The box has
     ``.controls`` (in the order of the explorer's controls; ``.sliders`` is the same
     list) and ``.image`` (the :class:`FigureOutput`, its ``.value`` the PNG shown)."""
+    check_explorer(explorer)
     figure = FigureOutput(explorer)
     updating = []  # set while dependent controls take their new ranges
 
@@ -147,11 +151,13 @@ def widget_view(explorer):
 def controls_text(explorer) -> str:
     """What the controls' output says without a widget manager (a saved notebook, a
     viewer): which controls drive the figure below, and how to move them."""
+    check_explorer(explorer)
     return (f"Explorer controls: {', '.join(explorer.labels.values())}. "
             "Run the cell to move them; the figure below shows the setting last chosen.")
 
 
 def show(explorer, view) -> None:
     """Display the live view: the controls' widget, then the figure's own output."""
+    check_explorer(explorer)
     display({**widget_view_mimebundle(view), "text/plain": controls_text(explorer)}, raw=True)
     view.image.show()

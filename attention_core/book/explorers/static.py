@@ -31,10 +31,20 @@ from ..render import (
 )
 from .strips import strip_frames, strip_keys
 
-__all__ = ["BREAKPOINT_PX", "control_kind", "player_js", "render_frames", "frames", "strip_of", "static_html"]
+__all__ = ["BREAKPOINT_PX", "check_explorer", "control_kind", "player_js", "render_frames", "frames",
+           "strip_of", "static_html"]
 
 BREAKPOINT_PX = 560
 """An explorer shown narrower than this (CSS px) uses the narrow layout."""
+
+
+def check_explorer(explorer) -> None:
+    """Raise unless ``explorer`` is an explorer (:class:`~attention_core.book.explorers.engine.Explorer`:
+    its ``controls``, ``values`` and ``describe``), the argument of the functions that show one."""
+    if not all(hasattr(explorer, name) for name in ("controls", "values", "describe")):
+        raise TypeError(f"explorer must be an Explorer (an explorer function's result), "
+                        f"got {type(explorer).__name__}")
+
 
 STYLE = """<style>
 .ac-explorer .ac-controls{display:flex;flex-wrap:wrap;align-items:center;gap:0 1.5em}
@@ -107,6 +117,7 @@ def render_frames(explorer, layouts=LAYOUTS, encode: bool = True, check: bool = 
     a :class:`~attention_core.book.render.FigureTextError` names the explorer, the
     layout and the control values of each frame at fault.
     """
+    check_explorer(explorer)
     problems = []
     printing = encode and "wide" in layouts
     strip = strip_of(explorer) if printing else None
@@ -159,6 +170,7 @@ def render_frames(explorer, layouts=LAYOUTS, encode: bool = True, check: bool = 
 def frames(explorer, layout: str = "wide") -> tuple[dict[str, int], list[str]]:
     """Every combination of control indices (``"i,j,.."``) -> index of its frame in
     the list of distinct frames (data URIs) of one layout."""
+    check_explorer(explorer)
     rendered = render_frames(explorer, (layout,))[layout]
     return rendered["index"], rendered["images"]
 
@@ -166,6 +178,7 @@ def frames(explorer, layout: str = "wide") -> tuple[dict[str, int], list[str]]:
 def strip_of(explorer) -> tuple[list[str], list, list[int]]:
     """What :mod:`~attention_core.book.explorers.strips` reads of an explorer: its controls'
     labels, each control's shown values (``_labels``) and the indices it starts at."""
+    check_explorer(explorer)
     return (list(explorer.labels.values()), [_labels(explorer, n) for n in explorer.controls],
             [explorer.controls[n].index(v) for n, v in explorer.values.items()])
 
@@ -216,6 +229,7 @@ def _control(label: str, values, current, labels) -> str:
 def static_html(explorer) -> str:
     """The website's view: controls, the image (the wide first frame), every frame of
     both layouts, and the player."""
+    check_explorer(explorer)
     layouts = render_frames(explorer)
     dom_id = f"ac-explorer-{uuid.uuid4().hex[:8]}"
     names, labels, start = strip_of(explorer)

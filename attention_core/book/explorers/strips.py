@@ -64,8 +64,16 @@ class StripError(ValueError):
     """A strip that does not match its explorer; the message starts with the chapter."""
 
 
+def _check_chapter(chapter) -> None:
+    if chapter is not None and not isinstance(chapter, str):
+        raise TypeError(f"chapter must be a chapter id such as 'ch01', or None, got {type(chapter).__name__}")
+
+
 def labels_at(labels: Labels, indices: Sequence[int]) -> list[str]:
     """A control's shown values, given the indices of the controls before it."""
+    if not isinstance(labels, (Mapping, list, tuple, str)):
+        raise TypeError(f"labels must be a list of shown values or a dict of them, "
+                        f"got {type(labels).__name__}")
     if isinstance(labels, Mapping):
         return list(labels.get(",".join(map(str, indices)), []))
     return list(labels)
@@ -75,6 +83,8 @@ def default_settings(names: Sequence[str], labels: Sequence[Labels],
                      start: Sequence[int]) -> list[dict[str, str]]:
     """Each control moved to its ends (and its middle, for an explorer of one control), the
     others as the website starts: the strip of a chapter :data:`STRIPS` does not list."""
+    if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) for n in names):
+        raise TypeError(f"names must be a list of control names, got {names!r}")
     settings: list[dict[str, str]] = [{}]
     for n, name in enumerate(names):
         values = labels_at(labels[n], start[:n])
@@ -110,6 +120,7 @@ def strip_keys(chapter: str | None, names: Sequence[str], labels: Sequence[Label
     (``chapter`` ``None``: an explorer outside the book, the default strip). Raises
     :class:`StripError` naming the chapter for more than :data:`MAX_FRAMES` settings, or one
     whose control or value the explorer does not have."""
+    _check_chapter(chapter)
     where = chapter or "an explorer of no chapter"
     settings = STRIPS.get(chapter or "") or default_settings(names, labels, start)
     if len(settings) > MAX_FRAMES:
@@ -124,6 +135,7 @@ def strip_frames(chapter: str | None, names: Sequence[str], labels: Sequence[Lab
     frame once. Raises :class:`StripError` naming the chapter as :func:`strip_keys` does, and
     when a setting of :data:`STRIPS` shows the same frame as another (the default strip just
     leaves it out)."""
+    _check_chapter(chapter)
     where = chapter or "an explorer of no chapter"
     listed = (chapter or "") in STRIPS
     frames, seen = [], set()

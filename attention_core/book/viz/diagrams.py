@@ -18,6 +18,11 @@ __all__ = ["head_sharing_diagram", "decoder_flow", "BLOCK_KINDS", "block_diagram
 def head_sharing_diagram(num_heads: int, num_kv_heads: int, ax=None, title: str | None = None):
     """Query heads (top row) joined to the key/value head each one reads (bottom row):
     query head ``h`` uses kv head ``h // (num_heads // num_kv_heads)``."""
+    for name, value in (("num_heads", num_heads), ("num_kv_heads", num_kv_heads)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+    if num_heads % num_kv_heads:
+        raise ValueError(f"num_kv_heads={num_kv_heads} must divide num_heads={num_heads}")
     ax = ax or plt.subplots(figsize=(5, 2))[1]
     group = num_heads // num_kv_heads
     size = min(1.0, 16 / num_heads)  # smaller markers when there are many heads

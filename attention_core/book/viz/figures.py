@@ -47,6 +47,7 @@ from ..render import (
     LAYOUTS,
     TEXT_FLOOR_CSS_PX,
     FigureTextError,
+    check_figure,
     check_layout,
     check_shown_size,
     data_uri,
@@ -75,6 +76,7 @@ LIVE_PNG_MIME = "image/png"
 def panels_across(figure: Figure) -> int:
     """The largest number of panels (visible axes, colorbars not counted) side by side
     in one row of ``figure``."""
+    check_figure("figure", figure)
     boxes = []
     for ax in figure.get_axes():
         if not ax.get_visible() or getattr(ax, "_colorbar", None) is not None:
@@ -97,6 +99,7 @@ def panels_across(figure: Figure) -> int:
 def rendering(figure: Figure, small: bool = True, tight: bool = False) -> dict[str, Any]:
     """One rendering of ``figure``: ``{"png", "width", "height", "min_text_px",
     "panels_across"}`` (see :func:`~attention_core.book.render.save_png`)."""
+    check_figure("figure", figure)
     return {**save_png(figure, small, tight), "panels_across": panels_across(figure)}
 
 
@@ -107,6 +110,7 @@ def checked_rendering(figure: Figure, name: str, column: str, tight: bool = Fals
     :data:`~attention_core.book.render.TEXT_FLOOR_CSS_PX` where it is shown (``column``,
     ``"phone"`` or ``"desktop"``). Raises
     :class:`~attention_core.book.render.FigureTextError` naming ``name``."""
+    check_figure("figure", figure)
     out = rendering(figure, small=True, tight=tight)
     figure.canvas.draw()  # the layout as saved, on the figure's own canvas
     problems = text_problems(figure, tight_bbox(figure) if tight else None)
@@ -128,6 +132,9 @@ def picture_html(renderings: Mapping[str, Mapping[str, Any]], alt: str,
     phones and the wide one for everything else; ``print_copy``, the wide one's print
     copy (:func:`~attention_core.book.render.print_png`), goes in ``data-print-src``,
     which no browser loads on its own."""
+    if not isinstance(renderings, Mapping) or not all(isinstance(r, Mapping) for r in renderings.values()):
+        raise TypeError(f"renderings must map a layout to a rendering (save_png), "
+                        f"got {type(renderings).__name__}")
     wide = renderings["wide"]
     printed = "" if print_copy is None else f' data-print-src="{data_uri(print_copy)}"'
     source = ""
@@ -217,6 +224,7 @@ def figure(draw: Callable, figsize=FIGSIZE, narrow_figsize=None, alt: str = "Fig
 
 def figure_alt(fig: Figure) -> str:
     """Alt text for a pyplot figure: its titles, or its axis labels."""
+    check_figure("fig", fig)
     parts = []
     if getattr(fig, "_suptitle", None) is not None and fig._suptitle.get_text():
         parts.append(fig._suptitle.get_text())
@@ -277,6 +285,7 @@ def narrow_rendering(fig: Figure, name: str, wide: Mapping[str, Any], tries: int
     it broken into lines, laid out again by constrained layout), so that its text is at
     least :data:`~attention_core.book.render.TEXT_FLOOR_CSS_PX` in a phone's column;
     checked like the wide one. The figure is left as it was."""
+    check_figure("fig", fig)
     size, dpi, engine = fig.get_size_inches().copy(), fig.dpi, fig.get_layout_engine()
     width_in, originals = size[0], {}
     try:
@@ -305,6 +314,7 @@ def plain_figure_renderings(fig: Figure) -> dict[str, dict[str, Any]]:
     (:func:`checked_rendering`): ``"wide"``, cropped like Jupyter's, and where its text
     would fall under :data:`~attention_core.book.render.TEXT_FLOOR_CSS_PX` on a phone,
     ``"narrow"`` (:func:`narrow_rendering`)."""
+    check_figure("fig", fig)
     name = f"figure {figure_alt(fig)!r}"
     wide = checked_rendering(fig, name, "desktop", tight=True)
     if wide["min_text_px"] is None or _phone_px(wide) >= TEXT_FLOOR_CSS_PX:
@@ -318,6 +328,7 @@ def plain_figure_html(fig: Figure) -> str:
     another panel or is too small raises a :class:`~attention_core.book.render.FigureTextError`
     naming it, which fails the build (``_ext/website_kernel.py``); with the wide rendering's
     print copy."""
+    check_figure("fig", fig)
     return picture_html(plain_figure_renderings(fig), figure_alt(fig), print_png(fig, tight=True))
 
 

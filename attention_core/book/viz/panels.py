@@ -25,7 +25,7 @@ from matplotlib.ticker import FormatStrFormatter, MaxNLocator
 
 from ...nn.functional import softmax
 from ...nn.metrics import attention_entropy
-from ..render import check_layout, is_narrow
+from ..render import check_figure, check_layout, is_narrow
 from .diagrams import head_sharing_diagram
 from .plots import CMAP, color, encoding_heatmap, entropy_bars, heatmap, mask_plot, set_token_ticks, to_numpy
 
@@ -49,6 +49,7 @@ def heatmap_entropy_panel(fig, max_tokens: int, layout: str = "wide"):
 
     Returns ``update(weights (n, n), labels, title="")``.
     """
+    check_figure("fig", fig)
     ax_map, ax_ent = _pair(fig, layout, [1.15, 1])
     image = heatmap(np.zeros((max_tokens, max_tokens)), ax=ax_map)
     bars = entropy_bars(np.zeros(max_tokens), ax=ax_ent)
@@ -84,6 +85,7 @@ def scaling_panel(fig, d_ks: Sequence[int], mean_entropy: dict, num_keys: int, b
 
     Returns ``update(d_k, scaled, scores (num_rows, S))``.
     """
+    check_figure("fig", fig)
     if is_narrow(layout):
         ax_hist, ax_row, ax_ent = fig.subplots(3, 1)
     else:
@@ -160,6 +162,7 @@ def head_grid_panel(fig, max_heads: int, seq_len: int, layout: str = "wide"):
 
     Returns ``update(weights (H, T, T), tokens, head_titles)``.
     """
+    check_figure("fig", fig)
     axes, ax_bars = _head_axes(fig, max_heads, is_narrow(layout))
     images = []
     for h, ax in enumerate(axes):
@@ -196,6 +199,7 @@ def kv_sharing_panel(fig, num_heads: int, contexts: Sequence[int], cache_gib, la
 
     Returns ``update(num_kv_heads, context)``.
     """
+    check_figure("fig", fig)
     ax_diagram, ax_size = _pair(fig, layout, [1.6, 1] if layout == "wide" else [0.8, 1])
     ax_size.set_xscale("log", base=2)
     ax_size.set_yscale("log", base=2)
@@ -230,6 +234,7 @@ def sinusoidal_panel(fig, max_positions: int, max_d_model: int, layout: str = "w
 
     Returns ``update(pe (T, D), similarity (T,), title)``.
     """
+    check_figure("fig", fig)
     ax_map, ax_sim = _pair(fig, layout, [1.3, 1])
     image = encoding_heatmap(np.zeros((max_positions, max_d_model)), ax=ax_map)
     line, = ax_sim.plot([], [], color=color(0.3))
@@ -287,6 +292,7 @@ def tiling_panel(fig, max_len: int, run_limits: tuple[float, float] | None = Non
     Returns ``update(state (L, L), block, trace, done, title_grid, title_run)`` where
     ``trace`` lists ``{"m", "l"}`` after each key block and ``done`` blocks are read.
     """
+    check_figure("fig", fig)
     ax_grid, ax_run = _pair(fig, layout, [1.25, 1])
     image = ax_grid.imshow(np.zeros((max_len, max_len)), cmap=CMAP, vmin=0, vmax=3,
                            interpolation="nearest")
@@ -326,6 +332,7 @@ def sparse_reach_panel(fig, max_len: int, layout: str = "wide"):
 
     Returns ``update(mask (L, L), layers (L,), title_mask, title_reach)``.
     """
+    check_figure("fig", fig)
     ax_mask, ax_reach = _pair(fig, layout, [1, 1.3] if layout == "wide" else [1.3, 1])
     if fig.get_layout_engine() is not None:  # room above the two-line titles
         fig.get_layout_engine().set(h_pad=0.1)
@@ -360,6 +367,7 @@ def alignment_panel(fig, max_source: int, layout: str = "wide"):
 
     Returns ``update(weights (T_out, T_src), output_words, source_words, title)``.
     """
+    check_figure("fig", fig)
     check_layout(layout)
     ax = fig.subplots()
     image = heatmap(np.zeros((max_source + 1, max_source)), ax=ax, colorbar=True)
@@ -383,6 +391,7 @@ def pretrained_layer_panel(fig, num_heads: int, max_tokens: int, layout: str = "
     Returns ``update(received (H, T), weights (T, T), tokens, title)``. Token labels are
     redrawn only when the tokens change (drawing ticks is the slow part of a frame).
     """
+    check_figure("fig", fig)
     narrow = is_narrow(layout)
     ax_heads, ax_map = _pair(fig, layout, [1, 1.15] if narrow else [1, 1])
     heads = ax_heads.imshow(np.zeros((num_heads, max_tokens)), cmap=CMAP, vmin=0, vmax=1,
@@ -427,6 +436,7 @@ def kv_memory_panel(fig, contexts: Sequence[int], curves, layout: str = "wide"):
     (``curves``: name -> GiB at each of ``contexts``), beside (wide) or over (narrow)
     bars of every variant at one context, in the lines' colours (the legend). Returns
     ``update(variant, context)``, which picks out one variant and one context."""
+    check_figure("fig", fig)
     names = list(curves)
     ax_lines, ax_bars = _pair(fig, layout, [1.25, 1] if layout == "wide" else [1, 0.9])
     lines = {}
@@ -467,6 +477,7 @@ def block_stack_panel(fig, max_depth: int, stream_max: float, grad_max: float, l
 
     Returns ``update(stream (depth + 1,), grads (depth,), name)``.
     """
+    check_figure("fig", fig)
     ax_stream, ax_grad = fig.subplots(2, 1) if is_narrow(layout) else fig.subplots(1, 2)
     line, = ax_stream.plot([], [], "-o", ms=3, color=color(0.2))
     ax_stream.set(xlim=(-0.5, max_depth + 0.5), ylim=(0, stream_max), xlabel="after block",

@@ -30,6 +30,8 @@ CMAP = "viridis"
 
 def color(x: float):
     """A colour from the book's colormap, ``0 <= x <= 1``."""
+    if isinstance(x, (str, bytes)):
+        raise TypeError(f"x must be a number in [0, 1] (or an array of them), got {x!r}")
     return plt.get_cmap(CMAP)(x)
 
 
@@ -72,6 +74,8 @@ def heatmap(weights, query_labels: Sequence[str] | None = None,
 
 def set_token_ticks(ax, query_labels: Sequence[str], key_labels: Sequence[str]) -> None:
     """Put token labels on both axes of a heatmap (keys rotated to stay legible)."""
+    if not hasattr(ax, "set_xticks"):
+        raise TypeError(f"ax must be a matplotlib Axes, got {type(ax).__name__}")
     ax.set_xticks(range(len(key_labels)), key_labels, rotation=45, ha="right")
     ax.set_yticks(range(len(query_labels)), query_labels)
 
@@ -116,6 +120,8 @@ def entropy_bars(entropy, labels: Sequence[str] | None = None, max_entropy: floa
     Returns the ``BarContainer``; update with ``bar.set_height``.
     """
     e = to_numpy(entropy)
+    if e.ndim != 1 or e.size == 0:
+        raise ValueError(f"entropy must be one value per query (T,), T >= 1, got shape {e.shape}")
     ax = ax or plt.subplots(figsize=(4, 3))[1]
     bars = ax.bar(range(len(e)), e, color=color(0.35))
     ax.set_xticks(range(len(e)), labels or [str(i) for i in range(len(e))], rotation=45, ha="right")
@@ -137,7 +143,10 @@ def mask_plot(mask, ax=None, title: str | None = None):
     Returns the ``AxesImage`` (update with ``set_data``); the title, if not given,
     states the fraction of the matrix the mask keeps.
     """
-    m = to_numpy(mask).astype(float)
+    m = to_numpy(mask)
+    if m.ndim != 2 or m.size == 0 or m.dtype.kind not in "biuf":
+        raise ValueError(f"mask must be a boolean matrix (L, S), got {m.dtype} of shape {m.shape}")
+    m = m.astype(float)
     if m.ndim != 2:
         raise ValueError(f"mask must be 2-D (L, S), got shape {m.shape}")
     ax = ax or plt.subplots(figsize=(3.2, 3.2))[1]
@@ -153,6 +162,8 @@ def mask_plot(mask, ax=None, title: str | None = None):
 def encoding_heatmap(pe, ax=None, title: str | None = None):
     """Draw a position encoding ``(T, D)``: one row per position, one column per
     dimension, values in [-1, 1]. Returns the ``AxesImage``."""
+    if to_numpy(pe).ndim != 2 or to_numpy(pe).size == 0 or to_numpy(pe).dtype.kind not in "biuf":
+        raise ValueError(f"pe must be a matrix (T, D) of numbers, got {getattr(pe, 'shape', pe)!r}")
     ax = ax or plt.subplots(figsize=(5, 3.6))[1]
     image = ax.imshow(to_numpy(pe), cmap=CMAP, vmin=-1, vmax=1, aspect="auto",
                       interpolation="nearest")
