@@ -1,5 +1,5 @@
 // Inlined after the article of every page of at most RENDER_AFTER_LOAD elements
-// (site_pages.lazy_sections). book.css renders the
+// (site_pages.lazy_edits). book.css renders the
 // sections below the screen lazily (content-visibility: auto): the first paint lays out the
 // top of the page only. Once the page has loaded, this renders the rest in moments the
 // browser is idle, one section a task, so a reader's tap or scroll waits for one section at
@@ -39,8 +39,9 @@
     void unit.offsetHeight; // lay it out now, inside this task, not in the next frame's
     if (queue.length) {
       idle(step);
-    } else { // the theme's loop that makes scrolling boxes keyboard stops runs on this event
-      document.dispatchEvent(new Event("contentvisibilityautostatechange"));
+    } else { // every section is rendered: _static/theme_behaviour.js makes the boxes that
+      // scroll keyboard stops when it hears this event (the book's own, named at both ends)
+      document.dispatchEvent(new CustomEvent("attention:sections-rendered"));
     }
   }
 

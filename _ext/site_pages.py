@@ -1,39 +1,31 @@
 """What each page of the website says about itself, and what it weighs.
 
-* Every page gets a ``<meta name="description">``: the page's ``description`` metadata
-  when it has one, else its first paragraph as plain text, at most 160 characters.
-* ``<title>`` is plain text: math in a title becomes Unicode (``\\(\\sqrt{d_k}\\)`` ->
-  ``√d_k``), because a browser tab does not typeset LaTeX.
-* Math is typeset at build time: ``_ext/tex2svg.js`` runs MathJax under Node and each
-  ``.math`` element ships its SVG (with MathML for screen readers), so a page loads no
-  2 MB script and does not reflow when math arrives. Without Node or ``mathjax-full``
-  (``make setup`` installs it into .venv/mathjax-node) the pages fall back to MathJax
-  in the browser, with a warning.
-* Figures get their width and height (no layout shift while they load) and, but for the
-  first, ``loading="lazy"``; the theme's scripts no longer block the first paint, and the
-  search index and its code are loaded by the search page only.
+* Every page gets a ``<meta name="description">`` (its ``description`` metadata, else its first
+  paragraph as plain text, at most 160 characters); ``<title>`` is plain text, math as Unicode
+  (``\\(\\sqrt{d_k}\\)`` -> ``√d_k``): a browser tab does not typeset LaTeX.
+* Math is typeset at build time: ``_ext/tex2svg.js`` runs MathJax under Node and each ``.math``
+  element ships its SVG (with MathML for screen readers), so a page loads no 2 MB script and
+  does not reflow when math arrives. Without Node or ``mathjax-full`` (``make setup``) the pages
+  fall back to MathJax in the browser, with a warning. A display equation is a box that scrolls
+  sideways when wider than the column: a keyboard stop with a name.
+* Figures get their width and height and, but for the first, ``loading="lazy"``; the head's
+  scripts no longer block the first paint; the search index is loaded by the search page only.
+* Every article is marked ``ac-lazy-sections`` (``book.css`` renders its sections below the
+  screen lazily) and on every page but the two heaviest ``lazy_sections.js`` (inlined) renders
+  the rest in idle tasks once the page has loaded.
 * ``index.html`` is the landing page itself (jupyter-book writes a bare redirect), and
   ``favicon.ico`` exists, since browsers ask for it whatever the page links.
-* Every page has its article marked ``ac-lazy-sections``: ``book.css`` renders its sections
-  below the screen lazily, and on every page but the two heaviest ``lazy_sections.js``
-  (inlined) renders the rest in small idle tasks once the page has loaded, so that a
-  settled page is all laid out. The theme's loop
-  that makes scrollable boxes keyboard stops skips boxes in sections the browser has not
-  rendered yet and runs again when one is rendered (``lazy_tab_stops``).
-* A display equation is a box that scrolls sideways when it is wider than the column (a
-  phone): it is a keyboard stop (``tabindex="0"``, ``role="group"``, an ``aria-label``), so a
-  reader without a pointer can scroll it too.
 * Publishing: the site's address (``html.baseurl``) follows from ``repository.url`` when
-  ``_config.yml`` leaves it empty (``https://<owner>.github.io/<repository>/``, GitHub
-  Pages), so a fork edits one line; a launch button never points at a placeholder host.
-  When the build ends, what no page requests leaves the site (``UNUSED``: source maps, the
-  Font Awesome script whose tag is dropped, MathJax when every page is typeset, explorer
-  frames and sources no page names, TrueType copies of WOFF2 fonts, the theme's
-  translation catalogues) and every file and folder is
+  ``_config.yml`` leaves it empty (GitHub Pages), so a fork edits one line; a launch button
+  never points at a placeholder host. When the build ends, what no page requests leaves the
+  site (``UNUSED``, and MathJax, explorer frames and sources no page names) and every file is
   made readable by others (a web server runs as another user; ``umask`` is not trusted).
-"""
 
-from __future__ import annotations
+Pages are read with a parser (``Page``: html.parser) and edited at the places it found, so the
+rest of a page stays byte for byte as the theme wrote it. The theme's button and keyboard stops
+change through ``_static/theme_behaviour.js``, but for one patch of the theme's script
+(``lazy_tab_stops``: why there).
+"""
 
 import atexit
 import html
@@ -47,6 +39,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from docutils import nodes
+from html_edits import Element, Page, apply, removal, src_path, start_tag
 from sphinx.util import logging
 
 logger = logging.getLogger(__name__)
@@ -98,13 +91,15 @@ def tex_to_plain(tex: str) -> str:
     return re.sub(r"\s+", " ", s).strip()
 
 
-MATH_HTML = re.compile(r'<span class="math[^"]*">\s*\\\((.*?)\\\)\s*</span>|\\\((.*?)\\\)', re.S)
-
-
 def plain_title(title: str) -> str:
-    """A page title (HTML, maybe with math) as plain text."""
-    text = MATH_HTML.sub(lambda m: tex_to_plain(html.unescape(m[1] or m[2])), title or "")
-    return re.sub(r"<[^>]+>", "", text)
+    """A page title (HTML, maybe with math) as plain text, its math as Unicode."""
+    parts = []
+    for data in Page(title or "").data:  # the text between tags; an inline equation is \\(tex\\)
+        while (start := data.find("\\(")) >= 0 and (end := data.find("\\)", start)) >= 0:
+            parts += [data[:start], tex_to_plain(data[start + 2:end])]
+            data = data[end + 2:]
+        parts.append(data)
+    return "".join(parts)
 
 
 # ---------------------------------------------------------------- descriptions
@@ -148,16 +143,15 @@ def page_description(app, pagename, context, doctree) -> str:
     meta = context.get("meta") or {}
     if meta.get("description"):
         return shorten(str(meta["description"]))
-    if doctree is not None:
-        text = first_paragraph(doctree)
-        if text:
-            return shorten(text)
+    if doctree is not None and (text := first_paragraph(doctree)):
+        return shorten(text)
     title = plain_title(context.get("title", ""))
     return GENERIC.get(pagename) or shorten(f"{title}: a page of {app.config.project}, an interactive "
                                             "book on attention in neural networks.")
 
 
-def on_page_context(app, pagename, templatename, context, doctree):
+def describe_page(app, pagename, templatename, context, doctree):
+    """The page's description in its meta tags; its title as plain text."""
     description = page_description(app, pagename, context, doctree)
     context["metatags"] = context.get("metatags", "") + (
         f'\n<meta name="description" content="{html.escape(description, quote=True)}" />')
@@ -170,9 +164,7 @@ class MathRenderer:
     """One Node process for the whole build, fed one equation a line."""
 
     def __init__(self):
-        self.process = None
-        self.failed = False
-        self.css = ""
+        self.process, self.failed, self.css = None, False, ""
 
     def start(self) -> bool:
         if self.process is not None or self.failed:
@@ -198,49 +190,72 @@ class MathRenderer:
 
     def render(self, tex: str, display: bool, pagename: str) -> str:
         reply = self.ask({"tex": html.unescape(tex), "display": display})
-        if "error" in reply or "data-mjx-error" in reply.get("html", ""):
-            error = reply.get("error") or re.search(r'data-mjx-error="([^"]*)"', reply["html"])[1]
+        errors = [e.attrs["data-mjx-error"] for e in Page(reply.get("html", "")).elements
+                  if "data-mjx-error" in e.attrs] if "data-mjx-error" in reply.get("html", "") else []
+        if "error" in reply or errors:
+            error = reply.get("error") or errors[0]
             logger.warning(f"{pagename}: math does not typeset ({error}): {tex[:80]}", type="site_pages")
-        # data-mml-node / data-c serve MathJax's in-browser explorer only
-        return re.sub(r' data-(?:mml-node|c)="[^"]*"', "", reply.get("html", html.escape(tex)))
+        return reply.get("html", html.escape(tex))
 
 
 RENDERER = MathRenderer()
-INLINE = re.compile(r'(<span class="math notranslate nohighlight"[^>]*>)\s*\\\((.*?)\\\)\s*(</span>)', re.S)
-DISPLAY = re.compile(r'(<div class="math notranslate nohighlight"[^>]*>)(.*?)(</div>)', re.S)
-BRACKETS = re.compile(r"\\\[(.*?)\\\]", re.S)
-MATHJAX_TAGS = re.compile(r'\s*<script>window\.MathJax = .*?</script>'
-                          r'|\s*<script[^>]*src="[^"]*mathjax/tex-svg\.js[^"]*"[^>]*></script>')
+MATH_CLASSES = ["math", "notranslate", "nohighlight"]  # Sphinx's inline span and display div
 
 
-def focusable(div: str) -> str:
-    """The opening tag of a display equation's box (it scrolls sideways when the equation is
-    wider than the column), made a keyboard stop with a name (axe: scrollable-region-focusable)."""
-    if "tabindex=" in div:
-        return div
-    return div[:-1] + ' tabindex="0" role="group" aria-label="Display equation">'
+def is_mathjax_tag(page: Page, element: Element) -> bool:
+    """The MathJax configuration script or the MathJax script itself."""
+    return element.tag == "script" and (src_path(element).endswith("mathjax/tex-svg.js")
+            or page.text[element.open_end:element.close].lstrip().startswith("window.MathJax = "))
+
+
+def display_tex(content: str) -> list[tuple[int, int, str]]:
+    """Each ``\\[ tex \\]`` of a display equation's content: (start, end, tex), offsets into it."""
+    found, at = [], 0
+    while (start := content.find("\\[", at)) >= 0 and (end := content.find("\\]", start)) >= 0:
+        found.append((start, end + 2, content[start + 2:end]))
+        at = end + 2
+    return found
+
+
+def math_edits(page: Page, pagename: str) -> list[tuple[int, int, str]]:
+    """The edits that typeset a page's math: inline equations, then display ones (in that
+    order, as MathJax numbers the glyphs it shares), a display equation's box a keyboard stop
+    (it scrolls sideways when wider than the column; axe: scrollable-region-focusable)."""
+    text, edits = page.text, []
+    math = [e for e in page.elements if e.classes == MATH_CLASSES]
+    for span in (e for e in math if e.tag == "span"):
+        tex = text[span.open_end:span.close].strip()
+        if tex.startswith("\\(") and tex.endswith("\\)"):
+            edits.append((span.open_end, span.close, RENDERER.render(tex[2:-2], False, pagename)))
+    for div in (e for e in math if e.tag == "div"):
+        if "tabindex" not in div.attrs:
+            keyboard = {"tabindex": "0", "role": "group", "aria-label": "Display equation"}
+            edits.append((div.start, div.open_end, start_tag("div", div.attrs | keyboard)))
+        edits += [(div.open_end + start, div.open_end + end, RENDERER.render(tex, True, pagename))
+                  for start, end, tex in display_tex(text[div.open_end:div.close])]
+    return edits
 
 
 def typeset(output: str, pagename: str) -> str:
-    if 'class="math' not in output or not RENDERER.start():
-        return MATHJAX_TAGS.sub("", output) if 'class="math' not in output else output
-    RENDERER.ask({"reset": True})
-    output = INLINE.sub(lambda m: m[1] + RENDERER.render(m[2], False, pagename) + m[3], output)
-    output = DISPLAY.sub(lambda m: focusable(m[1]) + BRACKETS.sub(
-        lambda b: RENDERER.render(b[1], True, pagename), m[2]) + m[3], output)
-    output = MATHJAX_TAGS.sub("", output)
-    glyphs = RENDERER.ask({"glyphs": True})["html"]  # shared by every equation of the page
-    output = re.sub(r"(<body[^>]*>)", lambda m: m[1] + glyphs, output, count=1)
-    return output.replace("</head>", f'<style id="mathjax-svg-css">{RENDERER.css}</style>\n</head>', 1)
+    """The page with its math typeset (SVG, the glyphs it shares after ``<body>``, MathJax's
+    stylesheet in the head) and MathJax's scripts left out; as it was if Node is missing."""
+    page = Page(output)
+    has_math = any(e.classes[:1] == ["math"] for e in page.elements)
+    if has_math and not RENDERER.start():
+        return output
+    edits = [removal(output, e) for e in page.elements if is_mathjax_tag(page, e)]
+    if has_math:
+        RENDERER.ask({"reset": True})
+        edits += math_edits(page, pagename)
+        glyphs = RENDERER.ask({"glyphs": True})["html"]  # shared by every equation of the page
+        body, head = page.first("body"), page.first("head")  # a theme component has neither
+        edits += [(body.open_end, body.open_end, glyphs)] if body else []
+        css = f'<style id="mathjax-svg-css">{RENDERER.css}</style>\n'
+        edits += [(head.close, head.close, css)] if head else []
+    return apply(output, edits)
 
 
 # ---------------------------------------------------------------- images and scripts
-IMG = re.compile(r'<img (?![^>]*\bwidth=)([^>]*?)src="((?:\.\./)*_images/[^"]+)"([^>]*?)/?>')
-# The theme's 1.5 MB Font Awesome script turns each <i class="fa-..."> into an SVG; its
-# stylesheet already draws the same icons from the web font, so the script is dropped.
-FONTAWESOME_JS = re.compile(r'\s*<script defer src="[^"]*_static/scripts/fontawesome\.js[^"]*"></script>')
-
-
 def image_size(app, name: str):
     """(width, height) of an image the builder copies to _images/<name>, or None."""
     cache = app.__dict__.setdefault("_site_pages_sizes", {})
@@ -260,44 +275,55 @@ def image_size(app, name: str):
     return cache[name]
 
 
-def size_images(app, output: str) -> str:
-    first = [True]
-
-    def attrs(m):
-        name = m[2].rsplit("_images/", 1)[1]
-        size = image_size(app, name)
-        extra = f' width="{size[0]}" height="{size[1]}"' if size else ""
-        if not first[0]:
-            extra += ' loading="lazy"'
-        first[0] = False
-        return f'<img {m[1]}src="{m[2]}"{extra} decoding="async"{m[3]}/>'
-
-    return IMG.sub(attrs, output)
+def image_edit(app, page: Page, image: Element, first: bool):
+    """An ``<img>`` of ``_images/`` without a width gets its size (no layout shift while it
+    loads), ``decoding="async"`` and, but for the page's first, ``loading="lazy"``."""
+    attrs = list(image.attrs.items())
+    at = [name for name, _ in attrs].index("src") + 1
+    size = image_size(app, image.attrs["src"].rsplit("_images/", 1)[1])
+    extra = {"width": str(size[0]), "height": str(size[1])} if size else {}
+    extra |= {} if first else {"loading": "lazy"}
+    attrs[at:at] = list((extra | {"decoding": "async"}).items())
+    tail = " />" if page.text[image.start:image.open_end].endswith(" />") else "/>"
+    return image.start, image.open_end, start_tag("img", dict(attrs))[:-1] + tail
 
 
-SYNC_SCRIPT = re.compile(r'<script((?:(?!\b(?:defer|async|type)\b)[^>])*?)\ssrc="([^"]+)"([^>]*)></script>')
-UNUSED_CSS = re.compile(r'\s*<link rel="stylesheet" type="text/css" '
-                        r'href="[^"]*_static/sphinx-thebe\.css[^"]*" />')
+def image_edits(app, page: Page) -> list[tuple[int, int, str]]:
+    images = [e for e in page.elements if e.tag == "img" and "width" not in e.attrs
+              and (e.attrs.get("src") or "").lstrip("./").startswith("_images/")]
+    return [image_edit(app, page, image, first=n == 0) for n, image in enumerate(images)]
 
 
+# The theme's 1.5 MB Font Awesome script turns each <i class="fa-..."> into an SVG; its
+# stylesheet already draws the same icons from the web font, so the script is dropped.
+# Thebe is not used (selfcontained.py drops its script): its stylesheet goes too.
 # The search index and its code: the theme's search box (search_as_you_type off) sends the
 # reader to search.html, the one page that reads them; elsewhere they were 50 kB (gzip) and
 # CPU time taken from the first paint for nothing.
-SEARCH_SCRIPTS = re.compile(r'\s*<script[^>]*\ssrc="[^"]*(?:_static/searchtools\.js|_static/language_data\.js'
-                            r'|searchindex\.js)[^"]*"[^>]*></script>')
+UNUSED_TAGS = ("_static/scripts/fontawesome.js", "_static/sphinx-thebe.css")
+SEARCH_TAGS = ("_static/searchtools.js", "_static/language_data.js", "searchindex.js")
 
 
-def defer_scripts(output: str) -> str:
-    """The theme's and extensions' scripts act on a parsed page: they need not block the
-    first paint. documentation_options.js stays in order: an inline script extends it."""
-    head, sep, body = output.partition("</head>")
-
-    def defer(m):
-        if "documentation_options.js" in m[2]:
-            return m[0]
-        return f'<script{m[1]} defer src="{m[2]}"{m[3]}></script>'
-
-    return SYNC_SCRIPT.sub(defer, head) + sep + body
+def script_edits(page: Page, pagename: str) -> list[tuple[int, int, str]]:
+    """Unused scripts and stylesheets left out; the head's scripts deferred (the theme's and
+    extensions' scripts act on a parsed page: they need not block the first paint), but for
+    documentation_options.js, which an inline script extends, and on the search page, which
+    runs its search as it loads."""
+    unused = UNUSED_TAGS + (SEARCH_TAGS if pagename != "search" else ())
+    head = page.first("head")  # a theme component's template renders no head: all of it counts
+    head_end = head.close if head else len(page.text)
+    edits = []
+    for tag in (e for e in page.elements if e.tag in ("script", "link")):
+        url = src_path(tag, "src" if tag.tag == "script" else "href")
+        if url and url.endswith(unused):
+            edits.append(removal(page.text, tag))
+        elif (tag.tag == "script" and url and tag.start < head_end and pagename != "search"
+              and not {"defer", "async", "type"} & set(tag.attrs)
+              and not url.endswith("documentation_options.js")):
+            attrs = list(tag.attrs.items())
+            attrs.insert([name for name, _ in attrs].index("src"), ("defer", None))
+            edits.append((tag.start, tag.open_end, start_tag("script", dict(attrs))))
+    return edits
 
 
 # axe, serious and critical: the theme's search button is named "Search" while it shows
@@ -305,68 +331,85 @@ def defer_scripts(output: str) -> str:
 # citation list has role="list" over children that are doc-biblioentry, not listitem
 # (aria-required-children): a plain container; myst-nb names a hidden cell's toggle
 # "Toggle hidden content" while it shows "Show code cell source": its content names it.
-SEARCH_BUTTON_LABEL = re.compile(r'(<button class="[^"]*search-button-field[^"]*"[^>]*?) aria-label="Search"')
-CITATION_LIST_ROLE = '<div role="list" class="citation-list">'
-# The theme button (its script: theme_toggle) says what a click does, in a native tooltip
-# that follows it; the Bootstrap one kept the build's text, and the icons' own titles
-# ("Light", "System Settings") named the state instead of the action.
-THEME_BUTTON = re.compile(r'(<button class="[^"]*theme-switch-button[^"]*") aria-label="Color mode" '
-                          r'data-bs-title="Color mode"\s+data-bs-placement="bottom"'
-                          r' data-bs-toggle="tooltip">')
-THEME_ICON_TITLE = re.compile(r'(<i class="theme-switch [^"]*" data-mode="\w+")\s+title="[^"]*"')
+# The theme button says what a click does (_static/theme_behaviour.js), in a native tooltip that
+# follows it: the Bootstrap one kept the build's text, and the icons' own titles ("Light",
+# "System Settings") named the state instead of the action.
+THEME_BUTTON_NAME = {"aria-label": "Light or dark theme", "title": "Light or dark theme"}
+# (tag, a class it has or None, (an attribute it has, its value or None for any)) ->
+# (its attributes left out, attributes added)
+ACCESSIBLE = {
+    ("button", "search-button-field", ("aria-label", "Search")): ({"aria-label"}, {}),
+    ("button", "theme-switch-button", ("aria-label", "Color mode")):
+        ({"aria-label", "data-bs-title", "data-bs-placement", "data-bs-toggle"}, THEME_BUTTON_NAME),
+    ("i", "theme-switch", ("title", None)): ({"title"}, {"aria-hidden": "true"}),
+    ("summary", None, ("aria-label", "Toggle hidden content")): ({"aria-label"}, {}),
+    ("div", "citation-list", ("role", "list")): ({"role"}, {}),
+}
 
 
-def accessible(output: str) -> str:
-    output = SEARCH_BUTTON_LABEL.sub(r"\1", output)
-    output = THEME_BUTTON.sub(r'\1 aria-label="Light or dark theme" title="Light or dark theme">', output)
-    output = THEME_ICON_TITLE.sub(r'\1 aria-hidden="true"', output)
-    output = output.replace('<summary aria-label="Toggle hidden content">', "<summary>")
-    return output.replace(CITATION_LIST_ROLE, '<div class="citation-list">')
+def accessible_attrs(element: Element):
+    """The attributes ``element`` gets for the audits above, or None to leave it."""
+    for (tag, cls, (name, value)), (dropped, added) in ACCESSIBLE.items():
+        if (element.tag == tag and (cls is None or cls in element.classes) and name in element.attrs
+                and value in (None, element.attrs[name])):
+            return {n: v for n, v in element.attrs.items() if n not in dropped} | added
+    return None
 
 
-# Every page renders its sections below the screen lazily (book.css, "ac-lazy-sections"): the
-# first paint lays out the top of the page only. A page of at most RENDER_AFTER_LOAD elements
-# (every page but chapter 8, 14,500 of typeset equations and highlighted code, and the API
-# page, 18,900) then renders the rest in small idle tasks once it has loaded
-# (lazy_sections.js, inlined after the article), so that a settled page is all laid out and
-# tools that read the geometry of what is rendered (Lighthouse's contrast audit, axe-core)
-# measure text on its own background.
-# On the two heaviest pages (chapter 8, the API page) that rendering costs more main-thread
-# time than a phone can spare while the page loads, so they stay lazy until the reader
-# scrolls. Measured on a phone (Lighthouse mobile, issue 46): benchmarks/results.json,
-# "lighthouse".
-ARTICLE = re.compile(r'<article class="bd-article">(.*?)</article>', re.S)
+def accessible_edits(page: Page) -> list[tuple[int, int, str]]:
+    return [(e.start, e.open_end, start_tag(e.tag, attrs)) for e in page.elements
+            if (attrs := accessible_attrs(e)) is not None]
+
+
+# Every page renders its sections below the screen lazily (book.css): the first paint lays out
+# the top of the page only. A page of at most RENDER_AFTER_LOAD elements (all but chapter 8,
+# 14,500 of typeset equations and highlighted code, and the API page, 18,900) then renders the
+# rest in idle tasks once it has loaded (lazy_sections.js, inlined after the article), so that
+# a settled page is all laid out and tools that read its geometry (Lighthouse's contrast audit,
+# axe-core) measure text on its own background. On the two heaviest that costs more main-thread
+# time than a phone can spare while the page loads: they stay lazy until the reader scrolls
+# (Lighthouse mobile, issue 46: benchmarks/results.json, "lighthouse").
 LAZY_CLASS = "ac-lazy-sections"
 LAZY_SCRIPT = (HERE / "lazy_sections.js").read_text(encoding="utf-8")
 RENDER_AFTER_LOAD = 10_000
 
 
-def lazy_sections(output: str) -> str:
-    """Marks the article of a page as lazily rendered and, on a page of at most
-    RENDER_AFTER_LOAD elements, adds the script that renders the rest once it has loaded."""
-    article = ARTICLE.search(output)
-    if not article:
-        return output
-    light = len(re.findall(r"<[a-zA-Z]", article[1])) <= RENDER_AFTER_LOAD
-    script = f"\n<script>{LAZY_SCRIPT}</script>" if light else ""
-    return (output[:article.start()] + f'<article class="bd-article {LAZY_CLASS}">'
-            + article[1] + "</article>" + script + output[article.end():])
+def lazy_edits(page: Page) -> list[tuple[int, int, str]]:
+    """The article (``<article class="bd-article">``) marked as lazily rendered and, on a page
+    of at most RENDER_AFTER_LOAD elements, followed by the script that renders the rest."""
+    article = next((e for e in page.elements if e.tag == "article" and e.classes == ["bd-article"]), None)
+    if article is None:
+        return []
+    marked = start_tag("article", article.attrs | {"class": f"bd-article {LAZY_CLASS}"})
+    edits = [(article.start, article.open_end, marked)]
+    if len(page.inside(article)) <= RENDER_AFTER_LOAD:
+        edits.append((article.end, article.end, f"\n<script>{LAZY_SCRIPT}</script>"))
+    return edits
+
+
+def math_explorer_edits(page: Page) -> list[tuple[int, int, str]]:
+    """``data-mml-node`` and ``data-c`` of the typeset math left out: they serve MathJax's
+    in-browser explorer only."""
+    edits = []
+    for element in (e for e in page.elements if "data-c" in e.attrs or "data-mml-node" in e.attrs):
+        tag = page.text[element.start:element.open_end]
+        for name in ("data-c", "data-mml-node"):
+            if name in element.attrs:
+                tag = tag.replace(f' {name}="{element.attrs[name]}"', "", 1)
+        edits.append((element.start, element.open_end, tag))
+    return edits
 
 
 def postprocess(app, pagename: str, output: str) -> str:
-    output = typeset(output, pagename)
-    output = lazy_sections(output)
-    output = accessible(output)
-    output = size_images(app, output)
-    output = FONTAWESOME_JS.sub("", output)
-    output = UNUSED_CSS.sub("", output)  # thebe is not used (selfcontained.py drops its script)
-    if pagename != "search":  # the search page runs its search as it loads
-        output = defer_scripts(output)
-        output = SEARCH_SCRIPTS.sub("", output)
-    return output
+    """A page as the theme rendered it -> the page as the site serves it."""
+    page = Page(typeset(output, pagename))
+    edits = (lazy_edits(page) + accessible_edits(page) + image_edits(app, page)
+             + script_edits(page, pagename) + math_explorer_edits(page))
+    return apply(page.text, edits)
 
 
-def on_builder_inited(app):
+def postprocess_every_page(app):
+    """Every HTML page the builder renders goes through ``postprocess`` on its way out."""
     if app.builder.format != "html":
         return
     templates = app.builder.templates
@@ -380,18 +423,22 @@ def on_builder_inited(app):
 
 
 # ---------------------------------------------------------------- landing page, favicon
-def on_build_finished(app, exception):
+def write_landing_page_and_favicon(app, exception):
+    """``index.html`` is the landing page itself (with its canonical address), not
+    jupyter-book's redirect; ``favicon.ico`` is the site's favicon."""
     if exception is not None or app.builder.format != "html":
         return
     out = Path(app.outdir)
     root = app.config.root_doc
     landing = out / f"{root}.html"
     if root != "index" and landing.exists():
-        page = landing.read_text(encoding="utf-8")
-        if app.config.html_baseurl and 'rel="canonical"' not in page:
-            url = app.config.html_baseurl.rstrip("/") + f"/{root}.html"
-            page = page.replace("</head>", f'<link rel="canonical" href="{url}" />\n</head>', 1)
-        (out / "index.html").write_text(page, encoding="utf-8")
+        page = Page(landing.read_text(encoding="utf-8"))
+        url = html.escape(app.config.html_baseurl.rstrip("/") + f"/{root}.html")
+        link = f'<link rel="canonical" href="{url}" />\n'
+        head_end = page.first("head").close
+        canonical = any(e.tag == "link" and e.attrs.get("rel") == "canonical" for e in page.elements)
+        edits = [(head_end, head_end, link)] if app.config.html_baseurl and not canonical else []
+        (out / "index.html").write_text(apply(page.text, edits), encoding="utf-8")
     favicon = out / "_static" / Path(app.config.html_favicon or "").name
     if app.config.html_favicon and favicon.is_file():
         try:
@@ -422,7 +469,8 @@ def site_url(repository_url: str, baseurl: str) -> str:
     return root + baseurl.strip("/") + ("/" if baseurl.strip("/") else "")
 
 
-def on_config_inited(app, config):
+def derive_site_url(app, config):
+    """``html_baseurl`` from the repository's address; launch buttons checked."""
     options = config.html_theme_options
     config.html_baseurl = site_url(options.get("repository_url", ""), config.html_baseurl or "")
     for key, url in (options.get("launch_buttons") or {}).items():
@@ -438,22 +486,39 @@ UNUSED = ("*.map", "_static/scripts/fontawesome.js", "_static/scripts/fontawesom
 MATHJAX_FILE = "_static/mathjax/tex-svg.js"
 
 
+def page_urls(text: str) -> list[str]:
+    """What a page names: its tags' attribute values and its scripts' text (explorer frames
+    are listed in JSON)."""
+    page = Page(text)
+    return [v for e in page.elements for v in e.attrs.values() if v] + \
+        [text[e.open_end:e.close] for e in page.elements if e.tag == "script"]
+
+
+def named_files(pages: list[list[str]], folder: str) -> set[str]:
+    """The files under ``folder/`` that the pages (each a list of ``page_urls``) name, as
+    paths relative to it."""
+    names = set()
+    for urls in pages:
+        for url in urls:
+            for part in url.split(f"{folder}/")[1:]:  # a srcset names several
+                names.add(re.split(r"[\"'#?,\s]", part, maxsplit=1)[0])
+    return names
+
+
 def remove_unused(out: Path) -> None:
-    pages = [p.read_text(encoding="utf-8") for p in out.rglob("*.html")
+    pages = [page_urls(p.read_text(encoding="utf-8")) for p in out.rglob("*.html")
              if p.relative_to(out).parts[0] != "_static"]
     for pattern in UNUSED:
         for path in out.glob(pattern if "/" in pattern else f"**/{pattern}"):
             shutil.rmtree(path) if path.is_dir() else path.unlink()
-    if (out / MATHJAX_FILE).exists() and not any("mathjax/tex-svg.js" in p for p in pages):
+    if (out / MATHJAX_FILE).exists() and "tex-svg.js" not in named_files(pages, "mathjax"):
         shutil.rmtree(out / Path(MATHJAX_FILE).parent)  # every page ships its math typeset
     for font in out.glob("_static/vendor/fontawesome/webfonts/*.ttf"):
         if font.with_suffix(".woff2").exists():  # every browser that runs the theme reads WOFF2
             font.unlink()
     sources = out / "_sources"
     if sources.is_dir():  # a page's "download source" link names its source; the chapters' name
-        linked = set()    # their reader notebooks (reader_notebooks.py) instead
-        for page in pages:
-            linked.update(re.findall(r'_sources/([^"#?]+)"', page))
+        linked = named_files(pages, "_sources")  # their reader notebooks (reader_notebooks.py) instead
         for source in [p for p in sources.rglob("*") if p.is_file()]:
             if source.relative_to(sources).as_posix() not in linked:
                 source.unlink()
@@ -462,9 +527,7 @@ def remove_unused(out: Path) -> None:
                 folder.rmdir()
     frames = out / "_static" / "explorer-frames"
     if frames.is_dir():  # content-addressed: a frame of an earlier build stays behind
-        named = set()
-        for page in pages:
-            named.update(re.findall(r"explorer-frames/([0-9a-f]{16}\.\w+)", page))
+        named = named_files(pages, "explorer-frames")
         for frame in frames.iterdir():
             if frame.is_file() and frame.name not in named:
                 frame.unlink()
@@ -479,14 +542,15 @@ def readable_by_all(out: Path) -> None:
                 os.chmod(name, stat.S_IMODE(mode) | bits)
 
 
-# The theme makes every scrollable box a keyboard stop: on load, on resize and on DOM changes,
-# it reads each code block's and output's scrollWidth and sets its tabIndex. Book.css renders
-# sections below the screen lazily (content-visibility: auto), and a size read inside one
-# forces it to be laid out: on chapter 8 the loop laid out the whole page again, 170 ms of a
-# phone's main thread. The patched loop leaves a box in a skipped section alone until its
-# section is rendered (the "contentvisibilityautostatechange" event runs the check again;
-# lazy_sections.js sends one when it has rendered every section), so every box that scrolls
-# is still a keyboard stop once a reader can see it.
+# The theme makes every scrollable box a keyboard stop: on load, on resize and on DOM changes
+# it reads each code block's and output's scrollWidth. A size read in a section that book.css
+# renders lazily (content-visibility: auto) forces the section's layout: on chapter 8 the loop
+# laid the whole page out again, 170 ms of a phone's main thread (220-620 ms for chapter 8 and
+# the API page in headless Chromium here). No setting of the theme and no script of our own
+# keeps its loop from reading those sizes, so this is the one change made in the theme's
+# script: its loop leaves a box in a skipped section alone, and runs again on the browser's
+# own "contentvisibilityautostatechange" (a section the reader scrolls to); when
+# lazy_sections.js has rendered them all, _static/theme_behaviour.js checks every box.
 THEME_SCRIPT = "_static/scripts/pydata-sphinx-theme.js"
 TAB_STOPS = ".forEach(e=>{e.tabIndex=e.scrollWidth>e.clientWidth||e.scrollHeight>e.clientHeight?0:-1})"
 TAB_STOPS_LAZY = (".forEach(e=>{e.checkVisibility({contentVisibilityAuto:!0})"
@@ -497,63 +561,38 @@ TAB_STOPS_EVENTS_LAZY = ('window.addEventListener("resize",t),'
                          'new MutationObserver(t)')
 
 
-def patch_theme_script(out: Path, replacements: dict[str, str], what: str) -> None:
-    """Replace, in the theme's script copied to ``out``, each key of ``replacements`` (found
-    exactly once) by its value; a warning (an error under ``-W``) names ``what`` changed if
-    the theme's code no longer matches. Run twice, it leaves the patched script alone."""
+def lazy_tab_stops(out: Path) -> None:
+    """The theme's tab-stop loop, copied to ``out``, patched as above; a warning (an error under
+    ``-W``) if the theme's code no longer matches. Run twice, it leaves the patched script alone."""
     script = out / THEME_SCRIPT
     if not script.is_file():
         return
     text = script.read_text(encoding="utf-8")
-    if all(new in text for new in replacements.values()):
+    if TAB_STOPS_LAZY in text and TAB_STOPS_EVENTS_LAZY in text:
         return
-    if any(text.count(old) != 1 for old in replacements):
-        logger.warning(f"{THEME_SCRIPT}: {what} changed; left as it is (site_pages)", type="site_pages")
+    if text.count(TAB_STOPS) != 1 or text.count(TAB_STOPS_EVENTS) != 1:
+        logger.warning(f"{THEME_SCRIPT}: the theme's tab-stop loop changed; left as it is (site_pages)",
+                       type="site_pages")
         return
     script.chmod(script.stat().st_mode | 0o200)  # copied from the theme's package: maybe read-only
-    for old, new in replacements.items():
-        text = text.replace(old, new)
+    text = text.replace(TAB_STOPS, TAB_STOPS_LAZY).replace(TAB_STOPS_EVENTS, TAB_STOPS_EVENTS_LAZY)
     script.write_text(text, encoding="utf-8")
 
 
-def lazy_tab_stops(out: Path) -> None:
-    patch_theme_script(out, {TAB_STOPS: TAB_STOPS_LAZY, TAB_STOPS_EVENTS: TAB_STOPS_EVENTS_LAZY},
-                       "the theme's tab-stop loop")
-
-
-# The theme button cycled auto -> dark -> light -> auto (system dark: auto -> light -> dark),
-# so one click in three changed nothing on screen ("light" to "auto" on a light system), and
-# its name, "Color mode", did not say what a click would do. The patched button switches to
-# the other theme on every click (the reader's system decides until the first click:
-# default_mode auto), and its name and tooltip say which: "Switch to the dark theme".
-THEME_CYCLE = ('function f(){const e=document.documentElement.dataset.defaultMode||"auto",'
-               't=localStorage.getItem("mode")||e;var n,o;p(((o=(n=m.matches?["auto","light","dark"]'
-               ':["auto","dark","light"]).indexOf(t)+1)===n.length&&(o=0),n[o]))}')
-THEME_TOGGLE = 'function f(){p("dark"===document.documentElement.dataset.theme?"light":"dark")}'
-THEME_SET = 'localStorage.setItem("theme",n),'
-THEME_SET_NAMED = ('localStorage.setItem("theme",n),document.querySelectorAll(".theme-switch-button")'
-                   '.forEach(b=>{const w=`Switch to the ${"dark"===n?"light":"dark"} theme`;'
-                   'b.setAttribute("aria-label",w),b.setAttribute("title",w)}),')
-
-
-def theme_toggle(out: Path) -> None:
-    patch_theme_script(out, {THEME_CYCLE: THEME_TOGGLE, THEME_SET: THEME_SET_NAMED},
-                       "the theme button's cycle")
-
-
-def on_build_finished_publish(app, exception):
+def prune_and_share_site_files(app, exception):
+    """When every writer is done: the theme's tab-stop loop patched, what no page requests
+    left out, every file readable by others."""
     if exception is not None or app.builder.format != "html":
         return
     lazy_tab_stops(Path(app.outdir))
-    theme_toggle(Path(app.outdir))
     remove_unused(Path(app.outdir))
     readable_by_all(Path(app.outdir))
 
 
 def setup(app):
-    app.connect("config-inited", on_config_inited)
-    app.connect("build-finished", on_build_finished_publish, priority=999)  # after every writer
-    app.connect("builder-inited", on_builder_inited)
-    app.connect("html-page-context", on_page_context, priority=950)
-    app.connect("build-finished", on_build_finished, priority=900)
+    app.connect("config-inited", derive_site_url)
+    app.connect("builder-inited", postprocess_every_page)
+    app.connect("html-page-context", describe_page, priority=950)
+    app.connect("build-finished", write_landing_page_and_favicon, priority=900)
+    app.connect("build-finished", prune_and_share_site_files, priority=999)  # after every writer
     return {"parallel_read_safe": True, "parallel_write_safe": True}
