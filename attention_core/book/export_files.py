@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +30,8 @@ __all__ = ["files_hash", "write_readable", "ort_session", "round_up"]
 def files_hash(files) -> str:
     """16 hex digits of SHA-256 over the versions of torch, onnx, onnxscript, onnxruntime and
     numpy, then each of ``files``' name and bytes: the key under which an export is cached."""
+    if isinstance(files, (str, bytes, os.PathLike)) or not hasattr(files, "__iter__"):
+        raise TypeError(f"files must be a list of file paths, got {files!r}")
     digest = hashlib.sha256()
     for module in (torch, onnx, onnxscript, onnxruntime, np):
         digest.update(f"{module.__name__}=={module.__version__}\n".encode())
@@ -43,6 +46,9 @@ def files_hash(files) -> str:
 
 def write_readable(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path``, readable by everyone (the static server's user too)."""
+    if not isinstance(data, (bytes, bytearray)):
+        raise TypeError(f"data must be bytes, got {type(data).__name__}")
+    path = Path(path)
     path.write_bytes(data)
     path.chmod(0o644)
 
@@ -51,6 +57,8 @@ def ort_session(model) -> onnxruntime.InferenceSession:
     """An ONNX Runtime CPU session on ``model`` (a file's path, or a serialized model's
     bytes), on one thread: the pages run one sentence or one token at a time, and idle worker
     threads that spin would slow a busy machine down."""
+    if not isinstance(model, (bytes, str, os.PathLike)):
+        raise TypeError(f"model must be a path or a serialized model's bytes, got {type(model).__name__}")
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = options.inter_op_num_threads = 1
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
@@ -60,6 +68,10 @@ def ort_session(model) -> onnxruntime.InferenceSession:
 
 def round_up(value: float, digits: int = 2) -> float:
     """``value`` rounded up to ``digits`` significant digits: 0.0223 -> 0.023, 0.03 -> 0.03."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"value must be a finite number, got {value!r}")
+    if isinstance(digits, bool) or not isinstance(digits, int) or digits < 1:
+        raise ValueError(f"digits must be an int >= 1, got {digits!r}")
     if not value > 0:
         return 0.0
     unit = 10.0 ** (math.floor(math.log10(value)) - digits + 1)

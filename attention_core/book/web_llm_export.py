@@ -32,6 +32,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import os
 import re
 import warnings
 from pathlib import Path
@@ -54,6 +55,7 @@ except ImportError:  # Colab and Binder have no onnx: only the export refuses to
 from ..models import smollm
 from ..models.gguf_blocks import BLOCK, BLOCK_BYTES, decode_blocks
 from ..nn import heads, norms
+from ..nn._checks import check_tensor
 from ..nn.attention_functions import AttentionKernel
 from ..nn.kv_cache import HeadCache
 from .export_files import write_readable
@@ -183,6 +185,11 @@ class TensorKVCache(HeadCache):
     the present ``(B, Hkv, S, E)`` (the graph's outputs)."""
 
     def __init__(self, keys: torch.Tensor, values: torch.Tensor):
+        check_tensor("keys", keys, min_dim=4)
+        check_tensor("values", values, min_dim=4)
+        if keys.dim() != 4 or values.shape != keys.shape:
+            raise ValueError(f"keys and values must be (B, Hkv, S - T, E) of one shape, got "
+                             f"{tuple(keys.shape)} and {tuple(values.shape)}")
         self.keys, self.values = keys, values
 
     @property
@@ -213,6 +220,8 @@ class WebSmolLM(nn.Module):
 
     def __init__(self, model: smollm.SmolLM):
         super().__init__()
+        if not isinstance(model, smollm.SmolLM):
+            raise TypeError(f"model must be a SmolLM (load_smollm2), got {type(model).__name__}")
         with torch.device("meta"):
             self.model = smollm.SmolLM(model.config)
         self.model.load_state_dict(model.state_dict(), assign=True)  # the same tensors: no copy
@@ -236,13 +245,17 @@ class WebSmolLM(nn.Module):
 def empty_past(config: smollm.SmolLMConfig | None = None) -> torch.Tensor:
     """The cache before the prompt: ``(num_layers, 1, Hkv, 0, E)`` (default: SmolLM2-135M's sizes)."""
     config = smollm.SmolLMConfig() if config is None else config
+    if not isinstance(config, smollm.SmolLMConfig):
+        raise TypeError(f"config must be a SmolLMConfig or None, got {type(config).__name__}")
     return torch.zeros(config.num_layers, 1, config.num_kv_heads, 0, config.head_dim)
 
 
 def export_onnx(path, web: WebSmolLM) -> Path:
     """Export ``web`` to the ONNX file ``path`` (its weights in ``path`` + ``.data``), with
     T and the cache's length dynamic."""
-    path = Path(path)
+    if not isinstance(web, WebSmolLM):
+        raise TypeError(f"web must be a WebSmolLM, got {type(web).__name__}")
+    path = Path(_check_path("path", path))
     c = web.model.config
     ids = torch.tensor([[1, 2, 3]])
     past = torch.zeros(c.num_layers, 1, c.num_kv_heads, 2, c.head_dim)
@@ -285,6 +298,8 @@ embedding (Q8_0)."""
 def shipped_matrices(names) -> list[str]:
     """The GGUF tensors among ``names`` that :data:`BLOCK_FILES` ship: the 30 blocks' seven
     matrices and the embedding (the norms are small and stay inside ``model.onnx``)."""
+    if isinstance(names, (str, bytes)) or not all(isinstance(n, str) for n in names):
+        raise TypeError(f"names must be a collection of tensor names (str), got {names!r}")
     kinds = ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down")
     pattern = rf"blk\.\d+\.({'|'.join(kinds)})\.weight"
     return [n for n in names if n == "token_embd.weight" or re.fullmatch(pattern, n)]
@@ -309,7 +324,7 @@ def externalise_weights(path, gguf_path=None) -> dict:
     keeps as ``"weights"``: ``{"file", "bytes", "tensors": [{"name", "source", "file", "type",
     "offset", "length", "rows", "cols", "transposed", "f32_offset"}]}``; ``rows`` and ``cols``
     are the GGUF's (blocks along a row), the initializer is ``(cols, rows)`` when ``transposed``."""
-    path = Path(path)
+    path = Path(_check_path("path", path))
     gguf_file = smollm.gguf_file(smollm.default_gguf_path() if gguf_path is None else gguf_path)
     tensors = {t.name: t for t in gguf.GGUFReader(gguf_file).tensors}
     by_content: dict[bytes, tuple[str, bool]] = {}  # sha256 of float32 bytes -> (source, transposed)
@@ -367,7 +382,8 @@ def _write_graph(path: Path, model) -> None:
 def decode_weights(folder, manifest: dict) -> np.ndarray:
     """The bytes of :data:`WEIGHTS` (uint8), decoded from the blocks files in ``folder`` as
     the page decodes them, following ``manifest`` (``meta.json``'s ``"weights"``)."""
-    folder = Path(folder)
+    folder = Path(_check_path("folder", folder))
+    _check_manifest(manifest)
     out = np.empty(manifest["bytes"] // 4, np.float32)
     files = {}
     for entry in manifest["tensors"]:
@@ -384,7 +400,7 @@ def load_decoded(path, manifest: dict | None = None) -> bytes:
     """The ONNX file ``path`` with its :data:`WEIGHTS` decoded from the blocks beside it and
     put back inside: a serialized model ONNX Runtime opens from memory. ``manifest``
     defaults to the ``meta.json`` beside ``path``."""
-    path = Path(path)
+    path = Path(_check_path("path", path))
     if manifest is None:
         manifest = json.loads((path.parent / "meta.json").read_text())["weights"]
     data = decode_weights(path.parent, manifest)
@@ -398,3 +414,17 @@ def load_decoded(path, manifest: dict | None = None) -> bytes:
             del init.external_data[:]
             init.data_location = onnx.TensorProto.DEFAULT
     return model.SerializeToString()
+
+
+def _check_path(name: str, path):
+    """``path`` if it is a str or a path, else a ``TypeError`` naming ``name``."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"{name} must be a path (str or Path), got {type(path).__name__}")
+    return path
+
+
+def _check_manifest(manifest) -> None:
+    """Raise unless ``manifest`` looks like ``meta.json``'s ``"weights"``."""
+    if not isinstance(manifest, dict) or not {"bytes", "tensors"} <= set(manifest):
+        raise TypeError(f"manifest must be meta.json's \"weights\" dict (with \"bytes\" and \"tensors\"), "
+                        f"got {type(manifest).__name__}")

@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from ..models import llm_probes, smollm
+from ..nn._checks import check_positive_int
 from .export_files import ort_session
 from .web_llm_export import OUTPUTS, empty_past, load_decoded
 
@@ -36,6 +37,8 @@ class OrtDecoder:
     ``(logits (vocab_size,), attentions (num_layers, H, T, S))``."""
 
     def __init__(self, path, config: smollm.SmolLMConfig | None = None):
+        if config is not None and not isinstance(config, smollm.SmolLMConfig):
+            raise TypeError(f"config must be a SmolLMConfig or None, got {type(config).__name__}")
         self.session = ort_session(load_decoded(path))
         self.config = smollm.SmolLMConfig() if config is None else config
         self.reset()
@@ -67,6 +70,8 @@ def prose_agreement(decoder: OrtDecoder, model: smollm.SmolLM, tokenizer,
     float32 ``model`` over every token of the book's prose
     (:data:`~attention_core.models.llm_probes.BOOK_PROSE`), in chunks of ``chunk`` tokens, each
     read one token a step from an empty cache (as the page decodes)."""
+    _check_pair(decoder, model)
+    check_positive_int("chunk", chunk)
     ids = smollm.encode(tokenizer, " ".join(llm_probes.BOOK_PROSE))[0].tolist()
     agree, worst = 0, 0.0
     for start in range(0, len(ids), chunk):
@@ -86,9 +91,17 @@ def prose_agreement(decoder: OrtDecoder, model: smollm.SmolLM, tokenizer,
 def greedy_equal(decoder: OrtDecoder, model: smollm.SmolLM, tokenizer) -> int:
     """How many of :data:`PROMPTS` get the same :data:`GREEDY_TOKENS` greedy tokens from
     ``decoder`` as from the package's :func:`~attention_core.models.smollm.generate`."""
+    _check_pair(decoder, model)
     equal = 0
     for prompt in PROMPTS:
         ids = smollm.chat_prompt(tokenizer, [{"role": "user", "content": prompt}])
         want = smollm.generate(model, ids, GREEDY_TOKENS)[0, ids.size(1):].tolist()
         equal += decoder.generate(ids[0].tolist(), GREEDY_TOKENS) == want
     return equal
+
+
+def _check_pair(decoder, model) -> None:
+    if not isinstance(decoder, OrtDecoder):
+        raise TypeError(f"decoder must be an OrtDecoder, got {type(decoder).__name__}")
+    if not isinstance(model, smollm.SmolLM):
+        raise TypeError(f"model must be a SmolLM, got {type(model).__name__}")

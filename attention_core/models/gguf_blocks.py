@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..nn._checks import check_positive_int
+
 __all__ = ["BLOCK", "BLOCK_BYTES", "q4_1_from_gguf", "q8_0_from_gguf", "decode_blocks"]
 
 BLOCK = 32
@@ -30,6 +32,7 @@ BLOCK_BYTES = {"Q4_1": 20, "Q8_0": 34}
 def q4_1_from_gguf(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A Q4_1 tensor's bytes ``(rows, nblk * 20)`` -> ``(qs uint8 (rows, nblk, 16),
     d float16 (rows, nblk, 1), m float16 (rows, nblk, 1))``."""
+    _check_raw(raw, "Q4_1")
     rows = raw.shape[0]
     blocks = np.ascontiguousarray(raw).reshape(rows, -1, 20)  # (rows, nblk, 20)
     d = blocks[..., 0:2].copy().view(np.float16)  # (rows, nblk, 1)
@@ -40,6 +43,7 @@ def q4_1_from_gguf(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]
 def q8_0_from_gguf(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """A Q8_0 tensor's bytes ``(rows, nblk * 34)`` -> ``(qs int8 (rows, nblk, 32),
     d float16 (rows, nblk, 1))``."""
+    _check_raw(raw, "Q8_0")
     rows = raw.shape[0]
     blocks = np.ascontiguousarray(raw).reshape(rows, -1, 34)  # (rows, nblk, 34)
     return blocks[..., 2:].copy().view(np.int8), blocks[..., 0:2].copy().view(np.float16)
@@ -50,6 +54,10 @@ def decode_blocks(kind: str, raw: np.ndarray, rows: int, cols: int) -> np.ndarra
     (``"Q4_1"`` or ``"Q8_0"``): bit for bit what ``gguf.quants.dequantize`` gives (tested)."""
     if kind not in BLOCK_BYTES:
         raise ValueError(f"kind must be one of {sorted(BLOCK_BYTES)}, got {kind!r}")
+    check_positive_int("rows", rows)
+    check_positive_int("cols", cols)
+    if not isinstance(raw, np.ndarray):
+        raise TypeError(f"raw must be a numpy array of bytes, got {type(raw).__name__}")
     if cols % BLOCK or raw.size != rows * cols // BLOCK * BLOCK_BYTES[kind]:
         raise ValueError(f"raw holds {raw.size} bytes, not a {kind} tensor of shape ({rows}, {cols})")
     raw = np.asarray(raw, np.uint8).reshape(rows, -1)
@@ -59,3 +67,13 @@ def decode_blocks(kind: str, raw: np.ndarray, rows: int, cols: int) -> np.ndarra
     qs, d, m = q4_1_from_gguf(raw)  # (rows, nblk, 16), (rows, nblk, 1) x 2
     q = np.concatenate((qs & 15, qs >> 4), axis=-1).astype(np.float32)  # (rows, nblk, 32)
     return (q * d.astype(np.float32) + m.astype(np.float32)).reshape(rows, cols)
+
+
+def _check_raw(raw, kind: str) -> None:
+    """Raise unless ``raw`` is a 2-dim uint8 array of whole ``kind`` blocks a row."""
+    if not isinstance(raw, np.ndarray) or raw.dtype != np.uint8 or raw.ndim != 2:
+        raise TypeError(f"raw must be a 2-dim uint8 array (rows, blocks * bytes), got "
+                        f"{getattr(raw, 'dtype', type(raw).__name__)} {getattr(raw, 'shape', '')}")
+    if raw.shape[1] == 0 or raw.shape[1] % BLOCK_BYTES[kind]:
+        raise ValueError(f"raw's rows must hold whole {kind} blocks of {BLOCK_BYTES[kind]} bytes, "
+                         f"got shape {raw.shape}")
