@@ -10,6 +10,8 @@ Each probe is a :class:`Probe`: a call, and either ``bad=None`` (the input is va
 - the **bad first argument**: the first argument replaced by each of :data:`BAD_FIRST`
   (a string, an empty tensor, a one-element tensor, a float64 tensor), the others filled;
   bad, unless :data:`VALID_EDGE` says why that edge case is a valid input;
+- the **bad other argument**: each other required argument that takes no string replaced by
+  one (``"x"``), the rest of the valid fill kept; bad, unless :data:`VALID_EDGE` says why;
 - :data:`EXTRA`: bad values for other arguments, chosen by hand (issue #54's list among them).
 
 The outcome of a probe (:func:`outcome`) is one of:
@@ -400,12 +402,29 @@ def _generated() -> list[Probe]:
             continue
         first, rest = plan
         fill_first = _fill(target, first.name)
-        if fill_first is not None and not any(target.startswith(s) for s in SLOW_VALID):
+        has_valid_fill = fill_first is not None and not any(target.startswith(s) for s in SLOW_VALID)
+        if has_valid_fill:
             probes.append(Probe(target, "valid fill", _call(obj, target, fill_first, rest), None))
         for what, bad in BAD_FIRST.items():
             valid = (target, what) in VALID_EDGE
             probes.append(Probe(target, what, _call(obj, target, bad, rest), None if valid else first.name))
+        if not has_valid_fill:
+            continue
+        for i, name in enumerate(rest):  # each other required argument a string, where it takes none
+            what = f"{name} a string"
+            if isinstance(_fill(target, name)(), str) or (target, what) in VALID_EDGE:
+                continue
+            probes.append(Probe(target, what, _call_with(obj, target, fill_first, rest, i, "x"), name))
     return probes
+
+
+def _call_with(obj, target, first, rest, i, bad):
+    """The valid fill with its ``i``-th other required argument replaced by ``bad``."""
+    def call():
+        args = [_fill(target, name)() for name in rest]
+        args[i] = bad
+        return obj(first(), *args)
+    return call
 
 
 def _finite(result) -> bool:
@@ -532,6 +551,7 @@ VALID_EDGE: dict[tuple[str, str], str] = {
     ("book.explorers.strips.labels_at", "a string"): "a str is a sequence of labels",
     **{(t, "a string"): "a chapter outside STRIPS gets the default strip"
        for t in ("book.explorers.strips.strip_keys", "book.explorers.strips.strip_frames")},
+    ("book.pages.glue", "value a string"): "a string is glued as written",
     ("nn.heads.check_grouped", "a float64 tensor"): "checks shapes only; the kernel then checks dtypes",
     ("nn.paged.paged_attention",
      "a float64 tensor"): "the pool's keys and values are cast to the query's dtype",

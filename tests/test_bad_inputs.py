@@ -20,6 +20,7 @@ from typing import NamedTuple
 
 import pytest
 import torch
+from matplotlib.figure import Figure
 
 import attention_core as ac
 from attention_core.book import pages, quiz, render, selfcheck
@@ -817,7 +818,49 @@ ROWS = [
     Row("inline_html", "a tensor", lambda: selfcheck.inline_html(r(2)), TypeError, "text"),
     Row("feedback_html", "a string", lambda: selfcheck.feedback_html("x"), TypeError, "verdict"),
     Row("plain_text", "chapter a tensor", lambda: selfcheck.plain_text(r(2), ()), ValueError, "chapter"),
-    Row("question_widget", "n a tensor", lambda: selfcheck.question_widget(r(2), 2, None), ValueError, "n"),
+    Row("question_widget", "n a tensor",
+        lambda: selfcheck.question_widget(r(2), 2, selfcheck.Numeric("p", 2.0, 0.1, "w", "h")),
+        ValueError, "n"),
+    # --- issue #54: the probe's other arguments given a string ---
+    Row("heatmap_entropy_panel", "max_tokens a string",
+        lambda: panels.heatmap_entropy_panel(Figure(), "x"), ValueError, "max_tokens"),
+    Row("kv_sharing_panel", "cache_gib not a function",
+        lambda: panels.kv_sharing_panel(Figure(), 2, [16], "x"), ValueError, "cache_gib"),
+    Row("Explorer", "controls a string", lambda: engine.Explorer(lambda fig: None, lambda: {}, "x"),
+        TypeError,
+        "controls"),
+    Row("random_scores", "scaled a string", lambda: scaling.random_scores(4, 3, 5, "x"), TypeError, "scaled"),
+    Row("softmax_gradient", "scaled a string", lambda: scaling.softmax_gradient(4, "x"), TypeError, "scaled"),
+    Row("head_mask_without", "num_layers a string", lambda: llm_probes.head_mask_without([], "x", 2),
+        TypeError,
+        "num_layers"),
+    Row("random_heads", "k a string", lambda: llm_probes.random_heads(2, 2, "x", torch.Generator()),
+        TypeError,
+        "k"),
+    Row("token_losses", "input_ids a string", lambda: llm_probes.token_losses(r(1, 4, 8), "x"), TypeError,
+        "input_ids"),
+    Row("gru_steps", "state of another width",
+        lambda: seq2seq.gru_steps(torch.nn.GRUCell(4, 3), r(2, 5, 4), r(2, 4)), ValueError, "state"),
+    Row("source_attention", "mask a float tensor",
+        lambda: seq2seq.source_attention(scoring.make_score("dot", 4, 4), r(2, 5, 4), torch.ones(2, 5)),
+        TypeError, "mask"),
+    Row("token_accuracy", "x float", lambda: toy_tasks.token_accuracy(tiny(), r(1, 4), torch.ones(1, 4, 2)),
+        TypeError, "x"),
+    Row("static_html", "questions a string", lambda: selfcheck.static_html("ch01", "x"), TypeError,
+        "questions"),
+    Row("question_widget", "question a string", lambda: selfcheck.question_widget(0, 1, "x"), TypeError,
+        "question"),
+    Row("strip_frames", "index a string", lambda: strips.strip_frames(None, ["a"], [["b"]], [0], "x"),
+        TypeError,
+        "index"),
+    Row("default_settings", "start a string", lambda: strips.default_settings(["a"], [["b"]], "x"), TypeError,
+        "start"),
+    Row("new_figure", "dpi a string", lambda: render.new_figure((2, 1), "x"), ValueError, "dpi"),
+    Row("narrow_rendering", "wide a string", lambda: figures.narrow_rendering(Figure(), "fig", "x"),
+        TypeError,
+        "wide"),
+    Row("set_token_ticks", "labels a string", lambda: plots.set_token_ticks(Figure().subplots(), "ab", ["a"]),
+        TypeError, "query_labels"),
 ]
 
 

@@ -144,6 +144,8 @@ def recording_canvas(figure: Figure) -> TextRecordingCanvas:
 
 def new_figure(figsize, dpi: float) -> Figure:
     """An empty figure with constrained layout, on a recording canvas."""
+    if isinstance(dpi, bool) or not isinstance(dpi, (int, float)) or not 0 < dpi < math.inf:
+        raise ValueError(f"dpi must be a finite number > 0, got {dpi!r}")
     figure = Figure(figsize=figsize, dpi=dpi, layout="constrained")
     recording_canvas(figure)
     return figure
@@ -154,6 +156,7 @@ def call_draw(draw: Callable, figure: Figure, layout: str):
     takes no layout (it draws both layouts the same way); returns what it returns."""
     if not callable(draw):
         raise TypeError(f"draw must be a function draw(fig, layout), got {type(draw).__name__}")
+    check_figure("figure", figure)
     try:
         params = inspect.signature(draw).parameters
     except (TypeError, ValueError):

@@ -89,6 +89,14 @@ def _check_text(name: str, value) -> None:
         raise TypeError(f"{name} must be a str, got {type(value).__name__} {value!r}")
 
 
+def _check_questions(questions) -> None:
+    """Raise unless ``questions`` is a list or tuple of :class:`MultipleChoice` and :class:`Numeric`."""
+    if not isinstance(questions, (list, tuple)) or not all(
+            isinstance(q, (MultipleChoice, Numeric)) for q in questions):
+        raise TypeError(f"questions must be a tuple of MultipleChoice and Numeric questions, "
+                        f"got {questions!r}")
+
+
 def _check_number(name: str, value) -> None:
     """Raise unless ``value`` is a finite int or float (not a bool)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
@@ -241,6 +249,7 @@ def static_html(chapter: str, questions) -> str:
     """The website's view of ``questions``: the forms and their data. The book's
     ``_static/quiz/quiz.js`` checks the answers and ``_static/quiz/quiz.css`` styles them,
     on every page that has questions."""
+    _check_questions(questions)
     _check_chapter(chapter)
     dom_id = html.escape(f"ac-quiz-{chapter}")
     forms = "".join(_question_html(dom_id, n, len(questions), q) for n, q in enumerate(questions))
@@ -286,6 +295,9 @@ class QuestionWidget:
 
 
 def question_widget(n: int, total: int, question: Question) -> QuestionWidget:
+    if not isinstance(question, (MultipleChoice, Numeric)):
+        raise TypeError(f"question must be a MultipleChoice or Numeric question, "
+                        f"got {type(question).__name__}")
     for name, value in (("n", n), ("total", total)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ValueError(f"{name} must be an int >= 0, got {value!r}")
@@ -308,6 +320,7 @@ def question_widget(n: int, total: int, question: Question) -> QuestionWidget:
 
 def plain_text(chapter: str, questions) -> str:
     """The questions as text: what a front end without the widgets shows."""
+    _check_questions(questions)
     _check_chapter(chapter)
     lines = [f"Check yourself ({chapter}): run this cell in Jupyter to answer and check."]
     for n, q in enumerate(questions):
@@ -321,6 +334,7 @@ class Quiz:
     """A chapter's questions, shown as the value of a cell (see the module docstring)."""
 
     def __init__(self, chapter: str, questions):
+        _check_questions(questions)
         _check_chapter(chapter)
         self.chapter = chapter
         self.questions = tuple(questions)

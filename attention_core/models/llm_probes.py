@@ -196,6 +196,8 @@ def token_losses(logits: torch.Tensor, input_ids: torch.Tensor) -> torch.Tensor:
     log-probability, nats) of each next token, entry ``i`` for predicting token ``i + 1``
     from the tokens up to ``i``."""
     check_tensor("logits", logits, min_dim=3)
+    if not isinstance(input_ids, torch.Tensor):
+        raise TypeError(f"input_ids must be a tensor (B, T) of token ids, got {type(input_ids).__name__}")
     if logits.dim() != 3 or input_ids.shape != logits.shape[:2] or logits.size(1) < 2:
         raise ValueError(f"logits must be (B, T, vocab_size) and input_ids (B, T) with T >= 2, got "
                          f"{tuple(logits.shape)} and {tuple(input_ids.shape)}")
@@ -209,6 +211,8 @@ def token_losses(logits: torch.Tensor, input_ids: torch.Tensor) -> torch.Tensor:
 def head_mask_without(heads, num_layers: int, num_heads: int) -> torch.Tensor:
     """``(num_layers, H)`` ones, with 0 at each ``(layer, head)`` of ``heads`` (counted from 0): the
     ``head_mask`` that removes those heads."""
+    check_positive_int("num_layers", num_layers)
+    check_positive_int("num_heads", num_heads)
     if isinstance(heads, (str, torch.Tensor)) or not all(
             isinstance(h, (tuple, list)) and len(h) == 2 for h in heads):
         raise TypeError(f"heads must be a list of (layer, head) pairs, got {heads!r}")
@@ -251,6 +255,7 @@ def random_heads(num_layers: int, num_heads: int, k: int, generator: torch.Gener
                  exclude=()) -> list[tuple[int, int]]:
     """``k`` distinct heads drawn uniformly, as ``(layer, head)`` from 0, none of them in
     ``exclude``: the control for removing chosen heads."""
+    check_positive_int("k", k)
     for name, value in (("num_layers", num_layers), ("num_heads", num_heads)):
         check_positive_int(name, value)
     allowed = [(n, h) for n in range(num_layers) for h in range(num_heads) if (n, h) not in set(exclude)]

@@ -20,7 +20,7 @@ import math
 
 import torch
 
-from ..nn._checks import check_positive_int
+from ..nn._checks import check_bool, check_positive_int
 from ..nn.functional import softmax
 from ..nn.metrics import attention_entropy
 
@@ -43,6 +43,7 @@ def random_queries_keys(d_k: int, num_rows: int, num_keys: int, seed: int = 0
 
 
 def _scores(q: torch.Tensor, k: torch.Tensor, scaled: bool) -> torch.Tensor:
+    check_bool("scaled", scaled)
     scores = (q @ k.transpose(-2, -1)).squeeze(-2)  # (num_rows, 1, d_k) @ (num_rows, d_k, S) -> (num_rows, S)
     return scores / math.sqrt(q.size(-1)) if scaled else scores
 
@@ -83,6 +84,7 @@ def softmax_gradient(d_k: int, scaled: bool, num_keys: int = 16, num_rows: int =
     gradient *before* the ``1/sqrt(d_k)`` factor and the keys carry it back to the
     queries: see ``query_gradient_norms`` for what reaches them.
     """
+    check_bool("scaled", scaled)
     scores = random_scores(d_k, num_rows, num_keys, scaled, seed).requires_grad_()
     upstream = torch.randn(num_rows, num_keys, generator=torch.Generator().manual_seed(seed + 1),
                            dtype=torch.float64)
@@ -100,6 +102,7 @@ def query_gradient_norms(d_k: int, scaled: bool, num_keys: int = 16, num_rows: i
     the few rows whose top two scores nearly tie get large gradients, so the mean over
     rows can exceed the scaled one although the typical (median) row starves.
     """
+    check_bool("scaled", scaled)
     q, k = random_queries_keys(d_k, num_rows, num_keys, seed)
     q.requires_grad_()
     upstream = torch.randn(num_rows, num_keys, generator=torch.Generator().manual_seed(seed + 1),

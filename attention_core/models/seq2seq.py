@@ -192,6 +192,10 @@ def gru_steps(cell: nn.GRUCell, inputs: torch.Tensor, state: torch.Tensor) -> to
     check_tensor("inputs", inputs, min_dim=3)
     if inputs.dim() != 3 or inputs.shape[-1] != cell.input_size:
         raise ValueError(f"inputs must be (B, T, {cell.input_size}) for this cell, got {tuple(inputs.shape)}")
+    check_tensor("state", state, min_dim=2)
+    if tuple(state.shape) != (inputs.size(0), cell.hidden_size):
+        raise ValueError(f"state must be (B, Dh) = ({inputs.size(0)}, {cell.hidden_size}), "
+                         f"got {tuple(state.shape)}")
     weights = [cell.weight_ih, cell.weight_hh, cell.bias_ih, cell.bias_hh]
     out, _ = torch.gru(inputs, state.unsqueeze(0), weights, True, 1, 0.0, False, False, True)
     return out
@@ -207,6 +211,10 @@ def source_attention(score: nn.Module, h: torch.Tensor, mask: torch.Tensor):
     if not isinstance(score, nn.Module):
         raise TypeError(f"score must be a score module (nn.scoring), got {type(score).__name__}")
     check_tensor("h", h, min_dim=3)
+    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or mask.shape != h.shape[:2]:
+        got = f"{getattr(mask, 'dtype', type(mask).__name__)} {tuple(getattr(mask, 'shape', ()))}"
+        raise TypeError(f"mask must be a bool tensor (B, S) = {tuple(h.shape[:2])} (True: a real source "
+                        f"word), got {got}")
     bias, empty = _mask_bias(mask, h.dtype)
     if isinstance(score, DotScore):
         scores = lambda queries: queries @ h.transpose(1, 2)  # u e^T: (B, T, S)

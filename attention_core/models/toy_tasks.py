@@ -183,6 +183,10 @@ def token_accuracy(model: TinyTransformer, x: torch.Tensor, y: torch.Tensor,
     less time)."""
     if not isinstance(model, TinyTransformer):
         raise TypeError(f"model must be a TinyTransformer, got {type(model).__name__}")
+    for name, ids in (("x", x), ("y", y)):
+        if not isinstance(ids, torch.Tensor) or ids.is_floating_point():
+            got = getattr(ids, "dtype", type(ids).__name__)
+            raise TypeError(f"{name} must be a tensor of token ids, got {got}")
     if isinstance(from_position, bool) or not isinstance(from_position, int) or not (
             0 <= from_position < y.shape[1]):
         raise ValueError(f"from_position must be an int in [0, T={y.shape[1]}), "

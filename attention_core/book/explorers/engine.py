@@ -170,6 +170,11 @@ class Explorer:
                  labels: Mapping[str, str] | None = None, figsize=FIGSIZE,
                  narrow_figsize=None, dpi: int | None = None, alt: str = "Interactive figure.",
                  layout_at: Mapping[str, Any] | None = None, chapter: str | None = None):
+        if not callable(draw) or not callable(compute):
+            raise TypeError(f"draw and compute must be functions, got {type(draw).__name__} and "
+                            f"{type(compute).__name__}")
+        if not isinstance(controls, Mapping):
+            raise TypeError(f"controls must be a dict of a name to its values, got {type(controls).__name__}")
         if not controls:
             raise ValueError("controls must name at least one control, got none")
         self._specs = {name: spec if callable(spec) else list(spec) for name, spec in controls.items()}

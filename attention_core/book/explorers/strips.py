@@ -69,8 +69,18 @@ def _check_chapter(chapter) -> None:
         raise TypeError(f"chapter must be a chapter id such as 'ch01', or None, got {type(chapter).__name__}")
 
 
+def _check_controls(labels, start) -> None:
+    """Raise unless ``labels`` is a list (one entry per control) and ``start`` a list of ints."""
+    if not isinstance(labels, (list, tuple)):
+        raise TypeError(f"labels must be a list of each control's labels, got {type(labels).__name__}")
+    if not isinstance(start, (list, tuple)) or not all(isinstance(i, int) for i in start):
+        raise TypeError(f"start must be a list of indices, one per control, got {start!r}")
+
+
 def labels_at(labels: Labels, indices: Sequence[int]) -> list[str]:
     """A control's shown values, given the indices of the controls before it."""
+    if not isinstance(indices, (list, tuple)):
+        raise TypeError(f"indices must be a list of ints, got {type(indices).__name__}")
     if not isinstance(labels, (Mapping, list, tuple, str)):
         raise TypeError(f"labels must be a list of shown values or a dict of them, "
                         f"got {type(labels).__name__}")
@@ -83,6 +93,7 @@ def default_settings(names: Sequence[str], labels: Sequence[Labels],
                      start: Sequence[int]) -> list[dict[str, str]]:
     """Each control moved to its ends (and its middle, for an explorer of one control), the
     others as the website starts: the strip of a chapter :data:`STRIPS` does not list."""
+    _check_controls(labels, start)
     if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) for n in names):
         raise TypeError(f"names must be a list of control names, got {names!r}")
     settings: list[dict[str, str]] = [{}]
@@ -120,6 +131,7 @@ def strip_keys(chapter: str | None, names: Sequence[str], labels: Sequence[Label
     (``chapter`` ``None``: an explorer outside the book, the default strip). Raises
     :class:`StripError` naming the chapter for more than :data:`MAX_FRAMES` settings, or one
     whose control or value the explorer does not have."""
+    _check_controls(labels, start)
     _check_chapter(chapter)
     where = chapter or "an explorer of no chapter"
     settings = STRIPS.get(chapter or "") or default_settings(names, labels, start)
@@ -135,6 +147,9 @@ def strip_frames(chapter: str | None, names: Sequence[str], labels: Sequence[Lab
     frame once. Raises :class:`StripError` naming the chapter as :func:`strip_keys` does, and
     when a setting of :data:`STRIPS` shows the same frame as another (the default strip just
     leaves it out)."""
+    _check_controls(labels, start)
+    if not isinstance(index, Mapping):
+        raise TypeError(f"index must map indices to frames, got {type(index).__name__}")
     _check_chapter(chapter)
     where = chapter or "an explorer of no chapter"
     listed = (chapter or "") in STRIPS

@@ -285,6 +285,8 @@ def narrow_rendering(fig: Figure, name: str, wide: Mapping[str, Any], tries: int
     it broken into lines, laid out again by constrained layout), so that its text is at
     least :data:`~attention_core.book.render.TEXT_FLOOR_CSS_PX` in a phone's column;
     checked like the wide one. The figure is left as it was."""
+    if not isinstance(wide, Mapping) or "min_text_px" not in wide:
+        raise TypeError(f"wide must be the wide rendering (rendering(fig)), got {type(wide).__name__}")
     check_figure("fig", fig)
     size, dpi, engine = fig.get_size_inches().copy(), fig.dpi, fig.get_layout_engine()
     width_in, originals = size[0], {}

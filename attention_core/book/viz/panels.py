@@ -43,12 +43,34 @@ def _pair(fig, layout: str, ratios: Sequence[float]):
     return fig.subplots(1, 2, width_ratios=ratios)
 
 
+
+def _check_sizes(**sizes) -> None:
+    """Raise unless each keyword is what a panel's size must be, by its kind: an int >= 1
+    (``max_tokens``), a finite number > 0 (``stream_max``), a non-empty list (``contexts``), a
+    dict (``curves``) or a function (``cache_gib``). Panels are drawn once, so a bad size fails here."""
+    for name, value in sizes.items():
+        if name.endswith("_max"):
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < math.inf
+            kind = "a finite number > 0"
+        elif name in ("d_ks", "contexts"):
+            ok, kind = isinstance(value, (list, tuple)) and len(value) > 0, "a non-empty list"
+        elif name in ("mean_entropy", "curves"):
+            ok, kind = isinstance(value, dict), "a dict"
+        elif name == "cache_gib":
+            ok, kind = callable(value), "a function"
+        else:
+            ok = isinstance(value, int) and not isinstance(value, bool) and value >= 1
+            kind = "an int >= 1"
+        if not ok:
+            raise ValueError(f"{name} must be {kind}, got {value!r}")
+
 def heatmap_entropy_panel(fig, max_tokens: int, layout: str = "wide"):
     """Chapters 1, 3 and 5: attention weights of up to ``max_tokens`` tokens beside
     (wide) or over (narrow) the entropy of each row.
 
     Returns ``update(weights (n, n), labels, title="")``.
     """
+    _check_sizes(max_tokens=max_tokens)
     check_figure("fig", fig)
     ax_map, ax_ent = _pair(fig, layout, [1.15, 1])
     image = heatmap(np.zeros((max_tokens, max_tokens)), ax=ax_map)
@@ -85,6 +107,7 @@ def scaling_panel(fig, d_ks: Sequence[int], mean_entropy: dict, num_keys: int, b
 
     Returns ``update(d_k, scaled, scores (num_rows, S))``.
     """
+    _check_sizes(d_ks=d_ks, mean_entropy=mean_entropy, num_keys=num_keys)
     check_figure("fig", fig)
     if is_narrow(layout):
         ax_hist, ax_row, ax_ent = fig.subplots(3, 1)
@@ -162,6 +185,7 @@ def head_grid_panel(fig, max_heads: int, seq_len: int, layout: str = "wide"):
 
     Returns ``update(weights (H, T, T), tokens, head_titles)``.
     """
+    _check_sizes(max_heads=max_heads, seq_len=seq_len)
     check_figure("fig", fig)
     axes, ax_bars = _head_axes(fig, max_heads, is_narrow(layout))
     images = []
@@ -199,6 +223,7 @@ def kv_sharing_panel(fig, num_heads: int, contexts: Sequence[int], cache_gib, la
 
     Returns ``update(num_kv_heads, context)``.
     """
+    _check_sizes(num_heads=num_heads, contexts=contexts, cache_gib=cache_gib)
     check_figure("fig", fig)
     ax_diagram, ax_size = _pair(fig, layout, [1.6, 1] if layout == "wide" else [0.8, 1])
     ax_size.set_xscale("log", base=2)
@@ -234,6 +259,7 @@ def sinusoidal_panel(fig, max_positions: int, max_d_model: int, layout: str = "w
 
     Returns ``update(pe (T, D), similarity (T,), title)``.
     """
+    _check_sizes(max_positions=max_positions, max_d_model=max_d_model)
     check_figure("fig", fig)
     ax_map, ax_sim = _pair(fig, layout, [1.3, 1])
     image = encoding_heatmap(np.zeros((max_positions, max_d_model)), ax=ax_map)
@@ -292,6 +318,7 @@ def tiling_panel(fig, max_len: int, run_limits: tuple[float, float] | None = Non
     Returns ``update(state (L, L), block, trace, done, title_grid, title_run)`` where
     ``trace`` lists ``{"m", "l"}`` after each key block and ``done`` blocks are read.
     """
+    _check_sizes(max_len=max_len)
     check_figure("fig", fig)
     ax_grid, ax_run = _pair(fig, layout, [1.25, 1])
     image = ax_grid.imshow(np.zeros((max_len, max_len)), cmap=CMAP, vmin=0, vmax=3,
@@ -332,6 +359,7 @@ def sparse_reach_panel(fig, max_len: int, layout: str = "wide"):
 
     Returns ``update(mask (L, L), layers (L,), title_mask, title_reach)``.
     """
+    _check_sizes(max_len=max_len)
     check_figure("fig", fig)
     ax_mask, ax_reach = _pair(fig, layout, [1, 1.3] if layout == "wide" else [1.3, 1])
     if fig.get_layout_engine() is not None:  # room above the two-line titles
@@ -367,6 +395,7 @@ def alignment_panel(fig, max_source: int, layout: str = "wide"):
 
     Returns ``update(weights (T_out, T_src), output_words, source_words, title)``.
     """
+    _check_sizes(max_source=max_source)
     check_figure("fig", fig)
     check_layout(layout)
     ax = fig.subplots()
@@ -391,6 +420,7 @@ def pretrained_layer_panel(fig, num_heads: int, max_tokens: int, layout: str = "
     Returns ``update(received (H, T), weights (T, T), tokens, title)``. Token labels are
     redrawn only when the tokens change (drawing ticks is the slow part of a frame).
     """
+    _check_sizes(num_heads=num_heads, max_tokens=max_tokens)
     check_figure("fig", fig)
     narrow = is_narrow(layout)
     ax_heads, ax_map = _pair(fig, layout, [1, 1.15] if narrow else [1, 1])
@@ -436,6 +466,7 @@ def kv_memory_panel(fig, contexts: Sequence[int], curves, layout: str = "wide"):
     (``curves``: name -> GiB at each of ``contexts``), beside (wide) or over (narrow)
     bars of every variant at one context, in the lines' colours (the legend). Returns
     ``update(variant, context)``, which picks out one variant and one context."""
+    _check_sizes(contexts=contexts, curves=curves)
     check_figure("fig", fig)
     names = list(curves)
     ax_lines, ax_bars = _pair(fig, layout, [1.25, 1] if layout == "wide" else [1, 0.9])
@@ -477,6 +508,7 @@ def block_stack_panel(fig, max_depth: int, stream_max: float, grad_max: float, l
 
     Returns ``update(stream (depth + 1,), grads (depth,), name)``.
     """
+    _check_sizes(max_depth=max_depth, stream_max=stream_max, grad_max=grad_max)
     check_figure("fig", fig)
     ax_stream, ax_grad = fig.subplots(2, 1) if is_narrow(layout) else fig.subplots(1, 2)
     line, = ax_stream.plot([], [], "-o", ms=3, color=color(0.2))

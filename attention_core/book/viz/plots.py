@@ -74,6 +74,9 @@ def heatmap(weights, query_labels: Sequence[str] | None = None,
 
 def set_token_ticks(ax, query_labels: Sequence[str], key_labels: Sequence[str]) -> None:
     """Put token labels on both axes of a heatmap (keys rotated to stay legible)."""
+    for name, labels in (("query_labels", query_labels), ("key_labels", key_labels)):
+        if isinstance(labels, str) or not isinstance(labels, Sequence):
+            raise TypeError(f"{name} must be a list of labels, got {labels!r}")
     if not hasattr(ax, "set_xticks"):
         raise TypeError(f"ax must be a matplotlib Axes, got {type(ax).__name__}")
     ax.set_xticks(range(len(key_labels)), key_labels, rotation=45, ha="right")
