@@ -304,6 +304,7 @@ def test_bad_inputs_name_the_argument(tiny):
         (lambda: cc.composition_scores(None, "q"), TypeError, "model"),
         (lambda: cc.composition_score(torch.eye(3), torch.eye(4)), ValueError, "writer"),
         (lambda: cc.composition_score(torch.ones(3), torch.eye(3)), ValueError, "reader"),
+        (lambda: cc.composition_score(torch.eye(3).double(), torch.eye(3)), TypeError, "reader"),
         (lambda: cc.random_composition_scores(4, 8, 10, torch.Generator()), ValueError, "head_dim"),
         (lambda: cc.random_composition_scores(8, 4, 0, torch.Generator()), ValueError, "num_samples"),
         (lambda: cc.random_composition_scores(8, 4, 10, 0), TypeError, "generator"),

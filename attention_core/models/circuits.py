@@ -323,6 +323,9 @@ def composition_score(reader: torch.Tensor, writer: torch.Tensor) -> torch.Tenso
     ``(..., n, m)`` and ``(..., m, p)``."""
     check_tensor("reader", reader, min_dim=2)
     check_tensor("writer", writer, min_dim=2)
+    if reader.dtype != writer.dtype or reader.device != writer.device:
+        raise TypeError(f"reader and writer must share a dtype and a device, got {reader.dtype} on "
+                        f"{reader.device} and {writer.dtype} on {writer.device}")
     if reader.size(-1) != writer.size(-2):
         raise ValueError(f"reader (..., n, m) and writer (..., m, p) must share m, got {tuple(reader.shape)} "
                          f"and {tuple(writer.shape)}")
