@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import torch
 
-from ..nn._checks import check_positive_int, check_tensor
+from ..nn._checks import check_positive_int, check_tensor, check_tensor_size
 from ..nn.kv_cache import kv_cache_bytes
 from .smollm import SmolLM
 
@@ -127,6 +127,7 @@ def repeated_random_tokens(batch_size: int, length: int, vocab_size: int, genera
     the second half."""
     for name, value in (("batch_size", batch_size), ("length", length), ("vocab_size", vocab_size)):
         check_positive_int(name, value)
+    check_tensor_size("length", (batch_size, 2 * length), torch.long)
     if not 0 <= low < vocab_size:
         raise ValueError(f"low must be in [0, vocab_size={vocab_size}), got {low}")
     first = torch.randint(low, vocab_size, (batch_size, length), generator=generator)  # (B, length)

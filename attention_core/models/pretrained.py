@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from ..nn._checks import check_device, check_positive_int, check_tensor, check_token_ids
+from ..nn._checks import check_device, check_positive_int, check_tensor, check_tensor_size, check_token_ids
 from ..nn.block import TransformerBlock
 
 __all__ = [
@@ -104,6 +104,7 @@ class BertEncoder(nn.Module):
         for name, value in (("vocab_size", vocab_size), ("embed_dim", embed_dim), ("num_layers", num_layers),
                             ("max_positions", max_positions), ("type_vocab_size", type_vocab_size)):
             check_positive_int(name, value)
+        check_tensor_size("vocab_size", (vocab_size, embed_dim), dtype)
         factory_kwargs = {"device": device, "dtype": dtype}
         self.word_embeddings = nn.Embedding(vocab_size, embed_dim, **factory_kwargs)
         self.position_embeddings = nn.Embedding(max_positions, embed_dim, **factory_kwargs)

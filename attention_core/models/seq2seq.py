@@ -39,7 +39,7 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from ..nn._checks import check_positive_int, check_tensor, check_token_ids
+from ..nn._checks import check_positive_int, check_tensor, check_tensor_size, check_token_ids
 from ..nn.scoring import AdditiveScore, DotScore, GeneralScore, make_score
 from .seeding import seeded
 from .training import train_model
@@ -305,6 +305,7 @@ class Seq2Seq(nn.Module):
             raise ValueError(f"attention must be one of {list(DECODERS)}, got {attention!r}")
         check_positive_int("embed_dim", embed_dim)
         check_positive_int("hidden_size", hidden_size, minimum=2)
+        check_tensor_size("hidden_size", (3 * hidden_size, hidden_size + embed_dim))  # a GRU cell's weights
         if hidden_size % 2:
             raise ValueError(f"hidden_size must be even (half per encoder direction), got {hidden_size}")
         D, Dh = embed_dim, hidden_size

@@ -13,7 +13,7 @@ import operator
 
 import torch
 
-from ..nn._checks import check_positive_int
+from ..nn._checks import check_positive_int, check_tensor_size
 from ..nn.kv_memory import KVLayout
 
 __all__ = ["PUBLISHED", "variants", "slot_usage", "request_lengths"]
@@ -78,6 +78,7 @@ def request_lengths(num_requests: int, max_len: int = 2048, median: float = 300.
     ``spread``, clipped to ``[1, max_len]``; most chat requests are short and a few are
     long (a long right tail, as in public chat logs). Seeded: ``(num_requests,)`` int64."""
     check_positive_int("num_requests", num_requests)
+    check_tensor_size("num_requests", (num_requests,), torch.float64)
     check_positive_int("max_len", max_len)
     for name, value in (("median", median), ("spread", spread)):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from ..nn._checks import check_is_causal, check_positive_int, check_token_ids
+from ..nn._checks import check_is_causal, check_positive_int, check_tensor_size, check_token_ids
 from ..nn.attention_functions import AttentionFunction
 from ..nn.block import TransformerBlock
 from ..nn.positional import alibi_bias, sinusoidal_encoding
@@ -36,6 +36,7 @@ class LearnedPositions(nn.Module):
         super().__init__()
         check_positive_int("max_len", max_len)
         check_positive_int("embed_dim", embed_dim)
+        check_tensor_size("max_len", (max_len, embed_dim))
         self.max_len = max_len
         self.embedding = nn.Embedding(max_len, embed_dim)
 
@@ -117,6 +118,7 @@ class TinyTransformer(nn.Module):
         for name, value in (("vocab_size", vocab_size), ("max_len", max_len), ("embed_dim", embed_dim),
                             ("num_layers", num_layers), ("num_outputs", num_outputs)):
             check_positive_int(name, value)
+        check_tensor_size("vocab_size", (vocab_size, embed_dim))  # the token embedding
         if positional not in POSITIONAL:
             raise ValueError(f"positional must be one of {list(POSITIONAL)}, got {positional!r}")
         check_is_causal(is_causal)

@@ -47,6 +47,7 @@ from ._checks import (
     check_float_dtype,
     check_positive_int,
     check_tensor,
+    check_tensor_size,
 )
 from .functional import scaled_dot_product_attention
 from .heads import merge_heads, split_heads
@@ -144,6 +145,7 @@ class MultiHeadLatentAttention(nn.Module):
                             ("kv_latent_dim", kv_latent_dim)):
             check_positive_int(name, value)
         check_positive_int("rope_dim", rope_dim, minimum=0)
+        check_tensor_size("embed_dim", (embed_dim, embed_dim + kv_latent_dim + rope_dim), dtype)
         if rope_dim % 2:
             raise ValueError(f"rope_dim must be even (RoPE rotates pairs), got {rope_dim}")
         if head_dim is None and embed_dim % num_heads:

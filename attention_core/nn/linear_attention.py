@@ -39,6 +39,7 @@ from ._checks import (
     check_qkv,
     check_scale,
     check_tensor,
+    check_tensor_size,
 )
 from .functional import eager_attention, upcast
 
@@ -159,6 +160,7 @@ def random_features(num_features: int, dim: int, orthogonal: bool = True, seed: 
     """
     check_positive_int("num_features", num_features)
     check_positive_int("dim", dim)
+    check_tensor_size("num_features", (num_features, dim), torch.float64)  # drawn in float64
     check_positive_int("seed", seed, minimum=0)
     g = torch.Generator().manual_seed(seed)
     gaussian = torch.randn(num_features, dim, generator=g, dtype=torch.float64)
@@ -211,6 +213,7 @@ def sequence_projection(proj_len: int, seq_len: int, seed: int = 0, dtype=torch.
     check_positive_int("proj_len", proj_len)
     check_positive_int("seq_len", seq_len)
     check_positive_int("seed", seed, minimum=0)
+    check_tensor_size("seq_len", (proj_len, seq_len), dtype)
     g = torch.Generator().manual_seed(seed)
     P = torch.randn(proj_len, seq_len, generator=g, dtype=torch.float64)  # (proj_len, S)
     P = P / math.sqrt(proj_len)
@@ -262,6 +265,7 @@ def pooling_projection(proj_len: int, seq_len: int, dtype=torch.float32, device=
     on ``device`` (default: float32 on the CPU)."""
     check_positive_int("proj_len", proj_len)
     check_positive_int("seq_len", seq_len, minimum=proj_len)
+    check_tensor_size("seq_len", (proj_len, seq_len), dtype)
     starts = torch.arange(1, proj_len) * seq_len // proj_len  # first position of segments 1 .. proj_len - 1
     segment = torch.searchsorted(starts, torch.arange(seq_len), right=True)  # (S,) segment of each position
     P = F.one_hot(segment, proj_len).T.to(torch.float64)  # (proj_len, S)

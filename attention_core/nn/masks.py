@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from ._checks import check_allocation, check_positive_int
+from ._checks import check_allocation, check_positive_int, check_tensor_size
 
 __all__ = ["causal_mask", "padding_mask", "sliding_window_mask"]
 
@@ -48,6 +48,7 @@ def padding_mask(lengths, S: int, device=None) -> torch.Tensor:
         lengths = torch.as_tensor(lengths)
     except (TypeError, ValueError, RuntimeError):
         raise TypeError(f"lengths must be a 1-D integer sequence, got {type(lengths).__name__}") from None
+    check_tensor_size("S", (lengths.numel(), S), torch.bool)
     if lengths.dim() != 1 or lengths.dtype.is_floating_point or lengths.dtype == torch.bool:
         raise ValueError(
             f"lengths must be a 1-D integer sequence, got shape {tuple(lengths.shape)} "

@@ -29,7 +29,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ._checks import check_device, check_dtype, check_positive_int, check_tensor
+from ._checks import check_device, check_dtype, check_positive_int, check_tensor, check_tensor_size
 from .functional import softmax
 
 __all__ = ["SCORES", "AdditiveScore", "ConcatScore", "DotScore", "GeneralScore", "attend", "make_score"]
@@ -42,6 +42,7 @@ def _check_dims(query_dim: int, key_dim: int, attn_dim: int | None) -> None:
     check_positive_int("key_dim", key_dim)
     if attn_dim is not None:
         check_positive_int("attn_dim", attn_dim)
+    check_tensor_size("key_dim", (query_dim + key_dim, attn_dim or max(query_dim, key_dim)))  # largest weight
 
 
 class AdditiveScore(nn.Module):

@@ -28,6 +28,7 @@ from ._checks import (
     check_qkv,
     check_scale,
     check_tensor,
+    check_tensor_size,
 )
 from .functional import NEG_INF, apply_mask_, masked_softmax_, softmax, upcast
 from .masks import sliding_window_mask
@@ -59,6 +60,7 @@ def dilated_window_mask(L: int, window: int, dilation: int, causal: bool = False
     ``dilation=1`` is :func:`~attention_core.nn.masks.sliding_window_mask`.
     """
     check_positive_int("L", L)
+    check_tensor_size("L", (L, L), torch.bool)
     check_positive_int("window", window)
     check_positive_int("dilation", dilation)
     offset = _offsets(L, device)
@@ -74,6 +76,7 @@ def global_mask(L: int, num_global: int, device=None) -> torch.Tensor:
     On its own it is mostly False; union it with a local pattern: ``window | global``.
     """
     check_positive_int("L", L)
+    check_tensor_size("L", (L, L), torch.bool)
     _check_count("num_global", num_global, L)
     is_global = torch.arange(L, device=device) < num_global
     return is_global.unsqueeze(1) | is_global.unsqueeze(0)
@@ -83,6 +86,7 @@ def random_mask(L: int, num_random: int, seed: int = 0, device=None) -> torch.Te
     """Random keys ``(L, L)``: each query attends to ``num_random`` distinct keys drawn
     uniformly (BigBird's random attention). The same ``seed`` gives the same mask."""
     check_positive_int("L", L)
+    check_tensor_size("L", (L, L), torch.bool)
     _check_count("num_random", num_random, L)
     check_positive_int("seed", seed, minimum=0)
     g = torch.Generator().manual_seed(seed)
@@ -101,6 +105,7 @@ def strided_mask(L: int, stride: int, causal: bool = True, device=None) -> torch
     default, as in the paper; ``causal=False`` mirrors it into the future.
     """
     check_positive_int("L", L)
+    check_tensor_size("L", (L, L), torch.bool)
     check_positive_int("stride", stride)
     offset = _offsets(L, device)
     keep = (offset.abs() < stride) | (offset % stride == 0)
@@ -117,6 +122,7 @@ def fixed_mask(L: int, stride: int, num_summary: int = 1, causal: bool = True,
     later queries can read.
     """
     check_positive_int("L", L)
+    check_tensor_size("L", (L, L), torch.bool)
     check_positive_int("stride", stride)
     check_positive_int("num_summary", num_summary)
     if num_summary > stride:
