@@ -44,6 +44,7 @@ import functools
 import importlib
 import inspect
 import math
+import pkgutil
 import re
 import warnings
 from collections.abc import Callable
@@ -66,13 +67,17 @@ from attention_core.nn import masks
 NN_MODULES = ("functional", "heads", "masks", "metrics", "norms", "feedforward", "positional", "kv_cache",
               "paged", "flash", "sparse", "linear_attention", "delta_rule", "kv_memory", "scoring", "block",
               "multihead", "latent_attention")
-MODELS_MODULES = ("interpret", "llm_probes", "measure", "pretrained", "scaling", "seeding", "seq2seq",
-                  "serving",
-                  "smollm", "stack_statistics", "tiny_transformer", "toy_tasks", "training")
-BOOK_MODULES = ("book", "book.exercises", "book.output", "book.pages", "book.questions", "book.quiz",
-                "book.render", "book.selfcheck", "book.explorers.chapters", "book.explorers.engine",
-                "book.explorers.live", "book.explorers.static", "book.explorers.strips", "book.viz.diagrams",
-                "book.viz.figures", "book.viz.panels", "book.viz.plots", "book.web_llm", "book.web_model")
+def _modules_with_all(package: str) -> tuple[str, ...]:
+    """Every module under ``attention_core.<package>`` (subpackages too) that declares ``__all__``,
+    found by walking the package: a new module is probed, or must be listed, without editing here."""
+    root = importlib.import_module(f"attention_core.{package}")
+    names = [package] + [info.name.removeprefix("attention_core.")
+                         for info in pkgutil.walk_packages(root.__path__, f"{root.__name__}.")]
+    return tuple(n for n in names if hasattr(importlib.import_module(f"attention_core.{n}"), "__all__"))
+
+
+MODELS_MODULES = _modules_with_all("models")
+BOOK_MODULES = _modules_with_all("book")
 
 
 def _module(name: str):
@@ -95,7 +100,7 @@ def _targets() -> dict:
             if (not name.startswith("_") and (inspect.isfunction(obj) or inspect.isclass(obj))
                     and obj.__module__ == module.__name__):
                 found.setdefault(_key(obj), obj)
-    for module in [_module(f"models.{m}") for m in MODELS_MODULES] + [_module(m) for m in BOOK_MODULES]:
+    for module in [_module(m) for m in MODELS_MODULES + BOOK_MODULES]:
         for name in module.__all__:
             obj = getattr(module, name)
             if inspect.isfunction(obj) or inspect.isclass(obj):
@@ -320,6 +325,12 @@ FILL_FOR: dict[str, dict[str, Callable]] = {  # where a name means something els
     "book.selfcheck.parse_number": {"text": lambda: "1.5"},
     "book.quiz.quiz": {"chapter": lambda: "ch01"},
     "models.smollm.next_token": {"logits": lambda: torch.randn(1, 64)},
+    "models.circuits.composition_score": {"reader": lambda: torch.randn(4, 4),
+                                          "writer": lambda: torch.randn(4, 4)},
+    "models.circuits.composition_scores": {"kind": lambda: "q"},
+    "models.circuits.direct_logit_attribution": {"target_ids": lambda: torch.randint(0, 20, (1, 6))},
+    "models.circuits.random_composition_scores": {"embed_dim": lambda: 8, "head_dim": lambda: 4,
+                                                  "num_samples": lambda: 3},
     "book.explorers.chapters.masking_explorer": {"tokens": lambda: ["a", "b", "c", "d"]},
     "book.explorers.strips.default_settings": {"labels": lambda: [["a", "b"]], "start": lambda: [0]},
     "book.explorers.strips.strip_keys": {"chapter": lambda: None, "start": lambda: [0]},
@@ -523,7 +534,7 @@ NOT_PROBED = {
     "nn.functional.compute_dtype": "maps any dtype; internal to the kernels (NO_ROW in test_bad_inputs.py)",
 }
 for _name in TARGETS:  # the in-browser models (another engineer's files): export, onnxruntime, a browser
-    if _name.startswith(("book.web_llm.", "book.web_model.")):
+    if _name.startswith(("book.web_", "models.gguf", "book.export_files.")):
         NOT_PROBED[_name] = "exports or runs the in-browser model (ONNX, onnxruntime, the real weights)"
 
 _ANY_FLOAT = "takes any floating-point tensor (..., D)"
@@ -556,6 +567,8 @@ VALID_EDGE: dict[tuple[str, str], str] = {
     **{(t, "a string"): "a chapter outside STRIPS gets the default strip"
        for t in ("book.explorers.strips.strip_keys", "book.explorers.strips.strip_frames")},
     ("book.pages.glue", "value a string"): "a string is glued as written",
+    **{("models.circuits.copying_score", w): "circuit (..., n, n): any batch of square matrices"
+       for w in ("a one-element tensor", "a float64 tensor")},
     ("nn.heads.check_grouped", "a float64 tensor"): "checks shapes only; the kernel then checks dtypes",
     ("nn.paged.paged_attention",
      "a float64 tensor"): "the pool's keys and values are cast to the query's dtype",
