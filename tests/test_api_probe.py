@@ -839,15 +839,7 @@ EXTRA: list[Probe] = [
 UNCLEAR: dict[tuple[str, str], str] = {}
 """``(target, what)``: a probe whose message may name something other than the wrong argument."""
 
-_OTHERS = "the fix belongs in a file another engineer is rewriting (issue #54's report)"
-KNOWN: dict[tuple[str, str], str] = {
-    **{("models.smollm.SmolLM",
-        w): f"config is not checked to be a SmolLMConfig; {_OTHERS}" for w in BAD_FIRST},
-    ("nn.multihead.MultiHeadAttention", "terabytes"): f"nn/multihead.py needs check_tensor_size; {_OTHERS}",
-    ("nn.positional.alibi_bias", "terabytes"): f"nn/positional.py needs check_tensor_size; {_OTHERS}",
-    ("nn.positional.sinusoidal_shift_matrix",
-     "terabytes"): f"nn/positional.py needs check_tensor_size; {_OTHERS}",
-}
+KNOWN: dict[tuple[str, str], str] = {}
 """``(target, what)``: a failure the probe finds that is not fixed yet, and why (strict xfail: a
 fix makes the test fail until its line here is removed)."""
 

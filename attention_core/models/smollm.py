@@ -164,6 +164,8 @@ class SmolLM(nn.Module):
 
     def __init__(self, config: SmolLMConfig = SmolLMConfig(), device=None, dtype=None):
         super().__init__()
+        if not isinstance(config, SmolLMConfig):
+            raise TypeError(f"config must be a SmolLMConfig, got {type(config).__name__}")
         factory_kwargs = {"device": device, "dtype": dtype}
         c = self.config = config
         self.embed_tokens = nn.Embedding(c.vocab_size, c.embed_dim, **factory_kwargs)

@@ -26,6 +26,7 @@ from ._checks import (
     check_factory_dtype,
     check_positive_int,
     check_tensor,
+    check_tensor_size,
 )
 from .attention_functions import ATTENTION_FUNCTIONS, AttentionFunction, AttentionKernel
 from .heads import merge_heads, repeat_kv, split_heads
@@ -118,6 +119,7 @@ class MultiHeadAttention(nn.Module):
         super().__init__()
         num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
         _check_args(embed_dim, num_heads, num_kv_heads, dropout, rope, rope_base, dtype)
+        check_tensor_size("embed_dim", (embed_dim, embed_dim), dtype)  # W_q, and W_o
         check_bool("bias", bias)
         self.embed_dim, self.num_heads, self.num_kv_heads = embed_dim, num_heads, num_kv_heads
         self.head_dim = embed_dim // num_heads

@@ -26,7 +26,14 @@ import math
 
 import torch
 
-from ._checks import check_allocation, check_base, check_float_dtype, check_positive_int, check_tensor
+from ._checks import (
+    check_allocation,
+    check_base,
+    check_float_dtype,
+    check_positive_int,
+    check_tensor,
+    check_tensor_size,
+)
 
 __all__ = ["alibi_bias", "alibi_slopes", "apply_rotary", "ntk_aware_base", "sinusoidal_encoding",
            "sinusoidal_shift_matrix"]
@@ -77,6 +84,7 @@ def sinusoidal_shift_matrix(k: int, d_model: int, base: float = 10000.0, device=
         raise TypeError(f"k (the offset Delta) must be an int, got {type(k).__name__} {k!r}")
     _check_even("d_model", d_model)
     check_float_dtype("dtype", dtype)
+    check_tensor_size("d_model", (d_model, d_model), dtype)  # the (D, D) matrix
     angles = k * _frequencies(d_model, base)  # (D/2,): Delta * theta_i
     cos, sin = angles.cos(), angles.sin()
     blocks = torch.stack([torch.stack([cos, sin], -1), torch.stack([-sin, cos], -1)], -2)  # (D/2, 2, 2)
@@ -249,6 +257,8 @@ def alibi_bias(num_heads: int, L: int, S: int | None = None, device=None,
     S = L if S is None else S
     check_positive_int("S", S)
     check_float_dtype("dtype", dtype)
+    check_positive_int("num_heads", num_heads)
+    check_tensor_size("L" if L >= S else "S", (num_heads, L, S))  # the (H, L, S) bias
     i = torch.arange(S - L, S, device=device).unsqueeze(1)  # (L, 1): absolute query positions
     j = torch.arange(S, device=device).unsqueeze(0)  # (1, S)
     distance = (i - j).abs().float()  # (L, S)
