@@ -55,10 +55,9 @@ def check_strips_used(chapters: set[str]) -> None:
 
 def control_names(data: dict) -> list[str]:
     """The explorer's controls as :data:`STRIPS` names them: their Python names (``"controls"``
-    in the explorer's data, ``script.ac-frames``) where the explorer carries them, so that a
-    label renamed on the page changes no strip; else their labels (``"names"``: the only
-    names ``attention_core.book.explorers.static`` writes today)."""
-    return list(data.get("controls") or data["names"])
+    in the explorer's data, ``script.ac-frames``), so that a label reworded on the page
+    changes no strip (``"names"`` holds the labels, for the caption)."""
+    return list(data["controls"])
 
 
 def strip_print_copies(data: dict, chapter: str) -> list[tuple[str, list[str]]]:

@@ -234,7 +234,7 @@ def test_print_copies_only_for_the_frames_the_pdf_prints(monkeypatch):
     explorer = explorers.tiling_explorer(seq_lens=(8, 16), blocks=(4, 8))
     data = json.loads(re.search(r'class="ac-frames">(.*?)</script>', static_html(explorer)).group(1))
     wide = data["layouts"]["wide"]
-    chosen = strips.strip_frames("11_flash_attention", data["names"], data["labels"], data["start"],
+    chosen = strips.strip_frames("11_flash_attention", data["controls"], data["labels"], data["start"],
                                  wide["index"])
     assert data["chapter"] == "11_flash_attention"
     assert sorted(wide["print_images"]) == sorted(str(frame) for frame, _ in chosen)
@@ -245,9 +245,9 @@ def test_print_copies_only_for_the_frames_the_pdf_prints(monkeypatch):
     explorer.chapter = None  # an explorer outside the book: each control at its ends
     data = json.loads(re.search(r'class="ac-frames">(.*?)</script>', static_html(explorer)).group(1))
     wide = data["layouts"]["wide"]
-    chosen = strips.strip_frames(None, data["names"], data["labels"], data["start"], wide["index"])
+    chosen = strips.strip_frames(None, data["controls"], data["labels"], data["start"], wide["index"])
     assert sorted(wide["print_images"]) == sorted(str(frame) for frame, _ in chosen)
     explorer.chapter = "11_flash_attention"
-    monkeypatch.setitem(strips.STRIPS, "11_flash_attention", [{"block size": "5"}])
-    with pytest.raises(strips.StripError, match=r"^11_flash_attention: STRIPS setting \{'block size': '5'\}"):
+    monkeypatch.setitem(strips.STRIPS, "11_flash_attention", [{"block": "5"}])
+    with pytest.raises(strips.StripError, match=r"^11_flash_attention: STRIPS setting \{'block': '5'\}"):
         static_html(explorer)

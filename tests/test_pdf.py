@@ -334,7 +334,7 @@ def test_every_figure_and_frame_is_its_print_copy(book):
 
 
 def _explorer(frames: int = 3, print_copies: bool = True, label: str = "temperature τ",
-              control: str | None = None) -> BeautifulSoup:
+              control: str = "temperature") -> BeautifulSoup:
     """A built explorer of one control, labelled ``label``, as a page of the site has it
     (``control``: the control's Python name, in its data as ``"controls"``)."""
     values = ["0.25", "1.0", "4.0", "8.0"][:frames]
@@ -344,8 +344,7 @@ def _explorer(frames: int = 3, print_copies: bool = True, label: str = "temperat
         wide.update(print_images={str(k): f"p{k}.png" for k in range(frames)}, print_scale=2.5)
     data = {"layouts": {"wide": wide}, "names": [label], "labels": [values], "alt": "Weights.",
             "start": [1], "chapter": "01_attention_basics"}
-    if control:
-        data["controls"] = [control]
+    data["controls"] = [control]
     return BeautifulSoup(
         '<div class="ac-explorer"><img class="ac-frame" src="w1.png" '
         'alt="Weights. Shown: temperature τ 1.0.">'
@@ -354,7 +353,7 @@ def _explorer(frames: int = 3, print_copies: bool = True, label: str = "temperat
 
 def test_a_strip_prints_the_print_copies_of_its_frames(monkeypatch):
     monkeypatch.setitem(pdf_parts.STRIPS, "01_attention_basics",
-                        [{"temperature τ": v} for v in ("0.25", "1.0", "4.0")])
+                        [{"temperature": v} for v in ("0.25", "1.0", "4.0")])
     soup = _explorer()
     strip = pdf_parts.explorer_strip(soup, soup.select_one("div.ac-explorer"), "01_attention_basics")
     assert [img["src"] for img in strip.select("img")] == ["p0.png", "p1.png", "p2.png"]
@@ -385,12 +384,12 @@ def test_importing_the_pdf_edition_leaves_sys_path_alone():
 
 
 @pytest.mark.parametrize("setting, says", [
-    ({"temperature": "1.0"}, "STRIPS names the control(s) ['temperature']"),  # a control renamed
-    ({"temperature τ": "1.5"}, "is not one of the explorer's values"),  # a value gone
-    ({"temperature τ": "0.25"}, "shows the same frame as another one"),  # a frame twice
+    ({"tau": "1.0"}, "STRIPS names the control(s) ['tau']"),  # a control renamed
+    ({"temperature": "1.5"}, "is not one of the explorer's values"),  # a value gone
+    ({"temperature": "0.25"}, "shows the same frame as another one"),  # a frame twice
 ])
 def test_a_strip_that_no_longer_matches_its_explorer_fails_naming_the_chapter(monkeypatch, setting, says):
-    monkeypatch.setitem(pdf_parts.STRIPS, "01_attention_basics", [{"temperature τ": "0.25"}, setting])
+    monkeypatch.setitem(pdf_parts.STRIPS, "01_attention_basics", [{"temperature": "0.25"}, setting])
     soup = _explorer()
     with pytest.raises(pdf_parts.PrintError, match=re.escape(says)) as error:
         pdf_parts.explorer_strip(soup, soup.select_one("div.ac-explorer"), "01_attention_basics")
@@ -410,7 +409,7 @@ def test_a_strip_of_another_chapter_than_the_explorer_was_rendered_for_fails(mon
     """The explorer rendered print copies for its own chapter's strip only: printed on a page
     whose strip picks other frames, the build fails naming the page's chapter."""
     monkeypatch.setitem(pdf_parts.STRIPS, "02_scaling",
-                        [{"temperature τ": v} for v in ("0.25", "4.0", "8.0")])
+                        [{"temperature": v} for v in ("0.25", "4.0", "8.0")])
     soup = _explorer(frames=4)
     data = json.loads(soup.select_one("script").string)
     del data["layouts"]["wide"]["print_images"]["3"]

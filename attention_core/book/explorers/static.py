@@ -177,9 +177,9 @@ def frames(explorer, layout: str = "wide") -> tuple[dict[str, int], list[str]]:
 
 def strip_of(explorer) -> tuple[list[str], list, list[int]]:
     """What :mod:`~attention_core.book.explorers.strips` reads of an explorer: its controls'
-    labels, each control's shown values (``_labels``) and the indices it starts at."""
+    names, each control's shown values (``_labels``) and the indices it starts at."""
     check_explorer(explorer)
-    return (list(explorer.labels.values()), [_labels(explorer, n) for n in explorer.controls],
+    return (list(explorer.controls), [_labels(explorer, n) for n in explorer.controls],
             [explorer.controls[n].index(v) for n, v in explorer.values.items()])
 
 
@@ -233,8 +233,9 @@ def static_html(explorer) -> str:
     layouts = render_frames(explorer)
     dom_id = f"ac-explorer-{uuid.uuid4().hex[:8]}"
     names, labels, start = strip_of(explorer)
-    data = {"layouts": layouts, "breakpoint": BREAKPOINT_PX, "alt": explorer.alt,
-            "names": names, "labels": labels, "start": start, "chapter": explorer.chapter}
+    data = {"layouts": layouts, "breakpoint": BREAKPOINT_PX, "alt": explorer.alt, "controls": names,
+            "names": [explorer.labels[n] for n in names], "labels": labels, "start": start,
+            "chapter": explorer.chapter}  # names: the labels the player shows
     controls = "".join(_control(explorer.labels[n], explorer.controls[n], explorer.values[n], labels)
                        for n, labels in zip(explorer.controls, data["labels"]))
     wide = layouts["wide"]

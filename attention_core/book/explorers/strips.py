@@ -8,9 +8,10 @@ PDF builder (``_ext/pdf_edition.py``) prints them. A setting that no longer matc
 explorer (a control or a value renamed) raises a :class:`StripError` naming the chapter, at
 either place, so the build fails.
 
-A setting is a dict from a control's label (as the explorer shows it) to its value (as
-shown); controls left out keep the value the website starts with. The arguments describe an
-explorer as its static view's data does: ``names`` (the controls' labels), ``labels`` (each
+A setting is a dict from a control's name (the explorer's argument, a Python identifier, so
+a label reworded on the page changes no strip) to its value (as shown); controls left out keep
+the value the website starts with. The arguments describe an explorer as its static view's
+data does: ``names`` (the controls' names, its ``"controls"``), ``labels`` (each
 control's shown values: a list, or for a control whose values depend on the ones before it, a
 dict from those controls' indices ``"i,j"`` to a list), ``start`` (the indices the website
 starts at) and ``index`` (indices ``"i,j,.."`` -> distinct frame).
@@ -24,23 +25,23 @@ __all__ = ["MAX_FRAMES", "STRIPS", "StripError", "labels_at", "default_settings"
            "strip_frames"]
 
 STRIPS: dict[str, list[dict[str, str]]] = {
-    "01_attention_basics": [{"temperature τ": v} for v in ("0.25", "1.0", "4.0")],
-    "02_scaling": [{"key width d_k": d, "divide by √d_k": s}
+    "01_attention_basics": [{"temperature": v} for v in ("0.25", "1.0", "4.0")],
+    "02_scaling": [{"d_k": d, "scaling": s}
                    for s, d in (("on", "1"), ("on", "64"), ("on", "1024"), ("off", "64"), ("off", "1024"))],
-    "03_self_attention": [{"d model": v} for v in ("4", "16", "64")],
-    "04_multi_head": [{"heads": v} for v in ("1", "2", "4")],
-    "05_masking": [{"padded keys": p, "causal mask": c}
+    "03_self_attention": [{"d_model": v} for v in ("4", "16", "64")],
+    "04_multi_head": [{"num_heads": v} for v in ("1", "2", "4")],
+    "05_masking": [{"padding": p, "causal": c}
                    for p, c in (("0", "off"), ("2", "off"), ("2", "on"))],
-    "06_transformer_block": [{"norm placement": n, "blocks": b}
+    "06_transformer_block": [{"norm": n, "depth": b}
                              for n in ("pre-norm", "post-norm") for b in ("2", "32")],
-    "07_bahdanau_luong": [{"source sentence": "a b c d e f g h i j k l", "model": m}
+    "07_bahdanau_luong": [{"sentence": "a b c d e f g h i j k l", "model": m}
                           for m in ("Bahdanau (additive)", "Luong (dot)", "Luong (general)")],
     "08_sparse_linear": [{"pattern": p} for p in ("sliding window", "dilated window (dilation 2)",
                                                   "strided (causal)", "fixed (causal)")]
-                        + [{"pattern": "sliding window", "global tokens": "2", "random keys": "2"}],
-    "09_mqa_gqa": [{"key/value heads": h, "context (tokens)": "32768"} for h in ("32", "8", "1")],
-    "10_positional_encoding": [{"base": b} for b in ("100.0", "1000.0", "10000.0")] + [{"d model": "16"}],
-    "11_flash_attention": [{"sequence length L": "16", "block size": "4", "key blocks read": k}
+                        + [{"pattern": "sliding window", "num_global": "2", "num_random": "2"}],
+    "09_mqa_gqa": [{"num_kv_heads": h, "context": "32768"} for h in ("32", "8", "1")],
+    "10_positional_encoding": [{"base": b} for b in ("100.0", "1000.0", "10000.0")] + [{"d_model": "16"}],
+    "11_flash_attention": [{"seq_len": "16", "block": "4", "key_blocks_done": k}
                            for k in ("1", "2", "3", "4")],
     "12_modern_llms": [{"variant": v} for v in ("MHA", "GQA-8", "MLA", "GQA-8 + window + sinks")],
     "13_pretrained_model": [{"sentence": "The cat, which was black, sat on the mat", "layer": v}
