@@ -13,6 +13,7 @@ import bench_chapters
 import bench_efficient
 import bench_explorer
 import bench_flash
+import bench_lazy_pages
 import bench_lighthouse
 import bench_modern
 import bench_sdpa
@@ -25,7 +26,7 @@ BENCHMARKS = {"sdpa": bench_sdpa, "flash": bench_flash, "explorer": bench_explor
               "efficient": bench_efficient, "modern": bench_modern, "build": bench_build,
               "triton": bench_triton, "web_model": bench_web_model, "web_llm": bench_web_llm,
               "chapters": bench_chapters,
-              "smollm": bench_smollm, "lighthouse": bench_lighthouse}
+              "smollm": bench_smollm, "lighthouse": bench_lighthouse, "lazy_pages": bench_lazy_pages}
 RESULTS = Path(__file__).with_name("results.json")
 
 chosen = sys.argv[1:] or list(BENCHMARKS)

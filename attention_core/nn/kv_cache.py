@@ -252,9 +252,8 @@ class RollingKVCache(HeadCache):
         check_positive_int("T", T)
         keys = torch.tensor(self.cached_positions() + list(range(self.length, self.length + T)),
                             device=self.keys.device)  # (S,) absolute key positions
-        queries = torch.arange(self.length, self.length + T, device=self.keys.device).unsqueeze(1)
-        behind = queries - keys  # (T, S): how far each key lies behind each query
-        return (behind >= 0) & ((behind < self.window) | (keys < self.num_sinks))
+        queries = torch.arange(self.length, self.length + T, device=self.keys.device)  # (T,)
+        return _streaming_allowed(queries, keys, self.window, self.num_sinks)  # (T, S)
 
     def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Add ``k``, ``v (B, Hkv, T, E)``; return the keys and values the new tokens may
@@ -292,6 +291,15 @@ def streaming_mask(L: int, window: int, num_sinks: int = 0, device=None) -> torc
     check_positive_int("L", L)
     check_positive_int("window", window)
     check_positive_int("num_sinks", num_sinks, minimum=0)
-    i = torch.arange(L, device=device).unsqueeze(1)  # (L, 1)
-    j = torch.arange(L, device=device).unsqueeze(0)  # (1, L)
-    return (j <= i) & ((i - j < window) | (j < num_sinks))  # (L, L)
+    positions = torch.arange(L, device=device)  # (L,): every query and key
+    return _streaming_allowed(positions, positions, window, num_sinks)  # (L, L)
+
+
+def _streaming_allowed(queries: torch.Tensor, keys: torch.Tensor, window: int,
+                       num_sinks: int) -> torch.Tensor:
+    """``(L, S)``, True where a query at absolute position ``queries[i]`` may see the key at
+    ``keys[j]``: not in its future, and among the last ``window`` positions or the first
+    ``num_sinks`` (StreamingLLM's rule, which :class:`RollingKVCache` and :func:`streaming_mask`
+    share)."""
+    behind = queries.unsqueeze(1) - keys.unsqueeze(0)  # (L, S): how far each key lies behind its query
+    return (behind >= 0) & ((behind < window) | (keys.unsqueeze(0) < num_sinks))
