@@ -132,8 +132,11 @@ def second_core_busy():
     if len(allowed) < 2:
         raise RuntimeError(f"--second-core-busy needs two CPUs, this process may use {allowed}")
     kernel_cpu, busy_cpu = allowed[:2]
-    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    # it says when it spins, so the block starts with the core busy (and the process exec'd)
+    spinner = subprocess.Popen([sys.executable, "-c", "print('spinning', flush=True)\nwhile True: pass"],
+                               stdout=subprocess.PIPE, text=True)
     try:
+        spinner.stdout.readline()
         os.sched_setaffinity(spinner.pid, {busy_cpu})
         os.sched_setaffinity(0, {kernel_cpu})
         yield kernel_cpu, busy_cpu
@@ -141,6 +144,7 @@ def second_core_busy():
         os.sched_setaffinity(0, allowed)
         spinner.kill()
         spinner.wait()
+        spinner.stdout.close()
 
 
 def run(prefixes: tuple[str, ...] = (), busy: bool = True) -> dict:
