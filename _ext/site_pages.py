@@ -368,7 +368,8 @@ def accessible_edits(page: Page) -> list[tuple[int, int, str]]:
 # a settled page is all laid out and tools that read its geometry (Lighthouse's contrast audit,
 # axe-core) measure text on its own background. On the two heaviest that costs more main-thread
 # time than a phone can spare while the page loads: they stay lazy until the reader scrolls
-# (Lighthouse mobile, issue 46: benchmarks/results.json, "lighthouse").
+# (benchmarks/results.json, "lazy_pages": Lighthouse mobile on the two pages as built and with
+# the script, interleaved).
 LAZY_CLASS = "ac-lazy-sections"
 LAZY_SCRIPT = (HERE / "lazy_sections.js").read_text(encoding="utf-8")
 RENDER_AFTER_LOAD = 10_000
@@ -545,8 +546,8 @@ def readable_by_all(out: Path) -> None:
 # The theme makes every scrollable box a keyboard stop: on load, on resize and on DOM changes
 # it reads each code block's and output's scrollWidth. A size read in a section that book.css
 # renders lazily (content-visibility: auto) forces the section's layout: on chapter 8 the loop
-# laid the whole page out again, 170 ms of a phone's main thread (220-620 ms for chapter 8 and
-# the API page in headless Chromium here). No setting of the theme and no script of our own
+# laid the whole page out again, on the main thread, while the page loads (a cost measured when
+# this was written and not kept as a record). No setting of the theme and no script of our own
 # keeps its loop from reading those sizes, so this is the one change made in the theme's
 # script: its loop leaves a box in a skipped section alone, and runs again on the browser's
 # own "contentvisibilityautostatechange" (a section the reader scrolls to); when
