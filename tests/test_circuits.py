@@ -190,6 +190,26 @@ def test_mean_patching_uses_the_mean_over_batch_and_positions(tiny):
 
 # --- composition ---------------------------------------------------------------------------------
 
+def test_last_position_patching_equals_one_patch_heads_call_a_head(tiny):
+    """Each entry equals patch_heads with a source that is the clean run's own head outputs with
+    the last position taken from the source run; the unpatched heads of a layer are untouched."""
+    _, ours = tiny
+    x, other = ids(B=2, seed=3), ids(B=2, seed=4)
+    targets = torch.tensor([[5, 7, 9], [1, 2, 3]])
+    got = cc.last_position_patching(ours, x, other, targets)  # (L, H, 2, 3)
+    clean, source = cc.head_activations(ours, x), cc.head_activations(ours, other)  # (L, 2, H, T, E)
+    mixed = clean.clone()
+    mixed[..., -1:, :] = source[..., -1:, :]
+    for n in range(L):
+        for a in range(H):
+            logits = cc.patch_heads(ours, x, [(n, a)], "output", mixed)[:, -1]  # (2, V)
+            assert_close(got[n, a], logits.gather(1, targets), atol=1e-4, rtol=1e-4)
+    with torch.no_grad():
+        plain = ours(x, output_attentions=False)[0][:, -1].gather(1, targets)
+    moved = (got - plain).abs().amax((2, 3))  # (L, H)
+    assert moved.min() > 1e-4, "some head's patch changed nothing: the patch did not reach it"
+
+
 def test_composition_score_of_hand_worked_matrices():
     first, last = torch.diag(torch.tensor([1.0, 1, 0, 0])), torch.diag(torch.tensor([0.0, 0, 1, 1]))
     assert cc.composition_score(first, last).item() == 0.0  # orthogonal subspaces: nothing read
@@ -301,6 +321,10 @@ def test_bad_inputs_name_the_argument(tiny):
         (lambda: cc.patch_heads(ours, x, [(0, 1)], "output", torch.zeros(L, 2, H, T, E, dtype=torch.long)),
          TypeError, "source"),
         (lambda: cc.composition_scores(ours, "qk"), ValueError, "kind"),
+        (lambda: cc.last_position_patching(ours, x, x[:, :3], x[:, :1]), ValueError, "source_ids"),
+        (lambda: cc.last_position_patching(ours, x, x, x[:1, :1]), ValueError, "target_ids"),
+        (lambda: cc.last_position_patching(ours, x, x, x[:, :1] + V), ValueError, "target_ids"),
+        (lambda: cc.last_position_patching(ours, x[:, :1], x[:, :1], x[:, :1]), ValueError, "input_ids"),
         (lambda: cc.composition_scores(None, "q"), TypeError, "model"),
         (lambda: cc.composition_score(torch.eye(3), torch.eye(4)), ValueError, "writer"),
         (lambda: cc.composition_score(torch.ones(3), torch.eye(3)), ValueError, "reader"),

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from ..models import interpret, llm_probes
+from ..models import circuits, interpret, llm_probes
 from ..models.seeding import seeded
 from ..nn import functional, heads, masks, positional
 from ..nn.block import TransformerBlock
@@ -33,7 +33,7 @@ __all__ = [
     "check_sinusoidal_encoding", "WholeRowSoftmaxError", "check_online_softmax",
     "check_causal_linear_attention", "check_general_attention", "check_attention_rollout",
     "check_delta_rule", "check_triton_tile_update", "check_induction_scores",
-    "check_interleaved_to_half_split",
+    "check_interleaved_to_half_split", "check_composition_score", "check_copying_score",
 ]
 
 
@@ -85,8 +85,8 @@ def _error_text(error: BaseException, limit: int = 500) -> str:
 
 
 def _first_row(x: torch.Tensor) -> list:
-    """The first row of ``x`` (its last axis), as a list to print."""
-    return x.reshape(-1, x.shape[-1])[0].tolist()
+    """The first row of ``x`` (its last axis), as a list to print; a number as a list of one."""
+    return x.reshape(-1, x.shape[-1])[0].tolist() if x.dim() else [x.item()]
 
 
 def _same(got: Any, expected: torch.Tensor) -> bool:
@@ -814,3 +814,48 @@ def check_interleaved_to_half_split(student: Callable) -> Feedback:
             lambda w, H: w.reshape(H, -1, 2, w.size(1)).flip(2).transpose(1, 2).reshape(w.shape),
     }
     return _check(student, llm_probes.interleaved_to_half_split, cases, mistakes, "interleaved_to_half_split")
+
+
+def check_composition_score(student: Callable) -> Feedback:
+    """``student(reader, writer)`` must return Elhage et al.'s composition score of
+    ``reader (..., n, m)`` and ``writer (..., m, p)``: ``|reader @ writer|_F / (|reader|_F |writer|_F)``,
+    one number per matrix of the batch
+    (:func:`attention_core.models.circuits.composition_score`)."""
+    cases = [Case("two 2 x 2 matrices", (torch.tensor([[1.0, 0.0], [0.0, 0.0]]), torch.eye(2))),
+             Case("a batch of three 5 x 5 pairs", (_rand(3, 5, 5, seed=41), _rand(3, 5, 5, seed=42))),
+             Case("rectangular: (4, 6) reads (6, 3)", (_rand(4, 6, seed=43), _rand(6, 3, seed=44)))]
+
+    def fro(m):
+        return m.pow(2).sum((-2, -1)).sqrt()
+
+    mistakes = {
+        "you multiplied the matrices the other way round: the reader reads what the writer wrote, "
+        "reader @ writer": lambda r, w: fro(w @ r) / (fro(r) * fro(w)),
+        "you left out the normalisation: divide by the product of the two matrices' Frobenius norms":
+            lambda r, w: fro(r @ w),
+    }
+    return _check(student, circuits.composition_score, cases, mistakes, "composition_score")
+
+
+def check_copying_score(student: Callable) -> Feedback:
+    """``student(circuit)`` must return Elhage et al.'s copying score of square matrices
+    ``circuit (..., n, n)``: the sum of the eigenvalues (the trace) over the sum of their absolute
+    values, one number per matrix (:func:`attention_core.models.circuits.copying_score`)."""
+    cases = [Case("the 3 x 3 identity", (torch.eye(3),)),
+             Case("a rotation by 90 degrees", (torch.tensor([[0.0, -1.0], [1.0, 0.0]]),)),
+             Case("a batch of four random 6 x 6 matrices", (_rand(4, 6, 6, seed=45),)),
+             Case("diag(2, -1, -1)", (torch.diag(torch.tensor([2.0, -1.0, -1.0])),))]
+
+    def eig(m):
+        return torch.linalg.eigvals(m)
+
+    mistakes = {
+        "you divided by the sum of the absolute values of the real parts; the denominator is the sum "
+        "of the eigenvalues' absolute values |lambda| (complex moduli)":
+            lambda m: eig(m).real.sum(-1) / eig(m).real.abs().sum(-1),
+        "you used the singular values, which are never negative: use the eigenvalues":
+            lambda m: torch.ones(m.shape[:-2]),
+        "you left out the normalisation: divide the trace by the sum of |lambda|":
+            lambda m: eig(m).real.sum(-1),
+    }
+    return _check(student, circuits.copying_score, cases, mistakes, "copying_score")

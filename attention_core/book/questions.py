@@ -18,7 +18,7 @@ import zlib
 
 import torch
 
-from ..models import interpret, llm_probes, scaling
+from ..models import circuits, interpret, llm_probes, scaling
 from ..models.smollm import SmolLMConfig
 from ..nn import functional, masks, multihead, positional, sparse
 from ..nn.block import TransformerBlock
@@ -31,7 +31,7 @@ from .selfcheck import Choice, MultipleChoice, Numeric
 
 __all__ = [
     "ch01", "ch02", "ch03", "ch04", "ch05", "ch06", "ch07", "ch08", "ch09", "ch10", "ch11", "ch12", "ch13",
-    "ch14", "QUESTIONS",
+    "ch14", "ch15", "QUESTIONS",
 ]
 
 MiB = 2**20
@@ -839,6 +839,56 @@ def ch14():
     ]
 
 
+# --- inside the circuits (chapter 15) -------------------------------------------------------
+
+def ch15():
+    c = SmolLMConfig()  # SmolLM2-135M's sizes
+    random_score = 1 / math.sqrt(c.embed_dim)
+    diagonal = circuits.copying_score(torch.diag(_tensor([2.0, -1.0, 1.0]))).item()
+    return [
+        _mc("The five strongest induction heads of SmolLM2 add almost nothing directly to the copied "
+            "token's logit, yet resampling their output lowers that logit a lot. What follows?",
+            ("They act through later heads, which write the token", True,
+             "Direct logit attribution sees only the path from a head straight to the LM head; the "
+             "resampled run also changes what later layers read."),
+            ("They do not matter for copying", False, "Then resampling them would leave the logit "
+                                                      "where it was."),
+            ("Direct logit attribution is wrong for attention heads", False,
+             "It is exact for the direct path: the parts sum to the logit. It just does not see "
+             "the other paths.")),
+        Numeric(f"Random matrices of a head's shapes in a model of width {c.embed_dim} give a "
+                "composition score whose mean square is exactly 1 / width. About what score is "
+                "that?", answer=random_score, tolerance=0.003,
+                why=f"The square root of 1/{c.embed_dim} is {_g(random_score)}; SmolLM2's median pair "
+                    "of heads scores about the same.",
+                hint="Take the square root of the mean square.",
+                mistakes=((1 / c.embed_dim, "That is the mean square; the score is about its square "
+                                            "root."),)),
+        Numeric("A head's OV circuit has the eigenvalues 2, -1 and 1. What is its copying score?",
+                answer=diagonal, tolerance=0.01,
+                why=f"The eigenvalues sum to 2 and their absolute values to 4: 2 / 4 = {_g(diagonal)} "
+                    "(`copying_score`).",
+                hint="Sum of the eigenvalues over the sum of their absolute values.",
+                mistakes=((2.0, "Divide the sum by the sum of the absolute values."),
+                          (1.0, "The eigenvalue -1 counts: its absolute value is in the denominator."))),
+        _mc("Why can zero ablation overstate how much a head matters?",
+            ("A zero output is a value the head never gives; later layers expect its usual output", True,
+             "A sink head writes a nearly steady vector; removing it shocks the layers above. Mean and "
+             "resample ablation keep what is usual."),
+            ("Zero ablation also removes the head's attention weights", False,
+             "It replaces the head's output; its weights are computed as before."),
+            ("Zero ablation changes the other heads of the layer", False,
+             "Only the chosen head's slice of the input of W^O is replaced.")),
+        _mc("At layer 0 the logit lens predicts each position's own token. Why?",
+            ("The embedding is also the LM head, so a token's row scores highest against itself", True,
+             "With tied weights the lens at layer 0 is a dot product of the embedding with itself."),
+            ("The model copies every token", False, "No block has run yet at layer 0."),
+            ("The final norm removes the position", False, "The norm only rescales each position's "
+                                                          "vector.")),
+    ]
+
+
 QUESTIONS = {f"ch{n:02d}": fn for n, fn in enumerate(
-    (ch01, ch02, ch03, ch04, ch05, ch06, ch07, ch08, ch09, ch10, ch11, ch12, ch13, ch14), start=1)}
-"""Chapter (``"ch01"`` .. ``"ch14"``) -> the function that computes its questions."""
+    (ch01, ch02, ch03, ch04, ch05, ch06, ch07, ch08, ch09, ch10, ch11, ch12, ch13, ch14, ch15),
+    start=1)}
+"""Chapter (``"ch01"`` .. ``"ch15"``) -> the function that computes its questions."""

@@ -14,6 +14,9 @@ what the weights alone say about how heads compose and whether they copy.
   Heimersheim & Nanda, 2024, "How to use and interpret activation patching"), with zero, mean
   or resample ablation (Zhang & Nanda, 2023, "Towards best practices of activation
   patching").
+* :func:`last_position_patching`: every head patched in turn at the last position only, the
+  patching map of a task whose answer is the next token (Wang et al., 2022), one forward pass
+  a layer through a KV cache.
 * :func:`composition_score`, :func:`composition_scores`, :func:`random_composition_scores`:
   Elhage et al.'s Q-, K- and V-composition between heads of different layers, and what
   random matrices of the same shapes score.
@@ -45,7 +48,8 @@ from .smollm import SmolLM
 
 __all__ = [
     "SITES", "COMPOSITIONS", "logit_lens", "direct_logit_attribution", "head_activations", "patching",
-    "patch_heads", "composition_score", "composition_scores", "random_composition_scores", "copying_score",
+    "patch_heads", "last_position_patching", "composition_score", "composition_scores",
+    "random_composition_scores", "copying_score",
     "ov_copying_scores",
 ]
 
@@ -312,6 +316,77 @@ def patch_heads(model: SmolLM, input_ids: torch.Tensor, heads, site: str = "outp
     with patching(model, heads, site, source):
         logits, _ = model(input_ids, output_attentions=False)  # (B, T, vocab_size)
     return logits
+
+
+@torch.no_grad()
+def last_position_patching(model: SmolLM, input_ids: torch.Tensor, source_ids: torch.Tensor,
+                           target_ids: torch.Tensor) -> torch.Tensor:
+    """The patching map at the last position: ``input_ids (B, T)``, ``source_ids (B, T)``,
+    ``target_ids (B, num_targets)`` -> ``(num_layers, H, B, num_targets)``. Entry ``[n, a, b, k]``
+    is the logit of token ``target_ids[b, k]`` at the last position of ``input_ids[b]`` when head
+    ``a`` of layer ``n`` writes, at that position only, its output on ``source_ids[b]`` (its slice
+    of the input of ``out_proj``, as :func:`patch_heads` with site ``"output"``). Every other head
+    and position runs as on ``input_ids``: a task whose answer is the next token (an indirect
+    object, say) then shows which heads carry it to the last position (Wang et al., 2022,
+    "Interpretability in the wild").
+
+    Equal to one :func:`patch_heads` call a head whose source is the run of ``input_ids`` with
+    its last position taken from ``source_ids``, and cheaper: the first ``T - 1`` positions are
+    read once into a KV cache, and each layer's H heads are patched side by side in one batch of
+    ``H * B`` one-token steps. Only the target tokens' rows of the LM head are computed."""
+    _check_model(model)
+    _check_ids(model, "input_ids", input_ids)
+    _check_ids(model, "source_ids", source_ids, like=input_ids)
+    if not isinstance(target_ids, torch.Tensor) or target_ids.dim() != 2 \
+            or target_ids.size(0) != input_ids.size(0):
+        raise ValueError(f"target_ids must be token ids (B, num_targets) with B = {input_ids.size(0)} as "
+                         f"input_ids, got {getattr(target_ids, 'shape', type(target_ids).__name__)!r}")
+    check_token_ids("target_ids", target_ids, model.config.vocab_size, model.embed_tokens.weight.device)
+    if input_ids.size(1) < 2:
+        raise ValueError(f"input_ids must hold at least 2 tokens (a context and a last position), "
+                         f"got {input_ids.size(1)}")
+    c = model.config
+    B, T, H, E = *input_ids.shape, c.num_heads, c.head_dim
+    check_tensor_size("input_ids", (c.num_layers, 2, H * B, c.num_kv_heads, T, E),
+                      model.embed_tokens.weight.dtype)
+    small = model.new_cache(B, T)
+    model(input_ids[:, :-1], kv_caches=small, output_attentions=False)  # the context, once
+    last = input_ids[:, -1:]  # (B, 1)
+    # each head's output at the last position, unpatched and on source_ids: (num_layers, B, H, 1, E)
+    ours = _last_outputs(model, small, last)
+    theirs = head_activations(model, source_ids, "output")[..., -1:, :]
+    rows = model.lm_head.weight[target_ids].to(torch.promote_types(model.lm_head.weight.dtype, torch.float32))
+    out = rows.new_zeros(c.num_layers, H, B, target_ids.size(1))
+    big = model.new_cache(H * B, T)
+    for cache, part in zip(big, small):
+        cache.append(part.keys[:, :, :T - 1].repeat(H, 1, 1, 1), part.values[:, :, :T - 1].repeat(H, 1, 1, 1))
+    eye = torch.eye(H, dtype=torch.bool)[:, None, :, None, None]  # (H, 1, H, 1, 1): head a in batch slice a
+    for n in range(c.num_layers):
+        # (H, B, H, 1, E): in slice a, head a from source_ids, the others as unpatched
+        source = torch.where(eye, theirs[n][None], ours[n][None]).flatten(0, 1)
+        sources = source.new_zeros(c.num_layers, *source.shape)
+        sources[n] = source
+        with patching(model, [(n, a) for a in range(H)], "output", sources):
+            hidden, _ = model.hidden_states(last.repeat(H, 1), kv_caches=big, output_attentions=False)
+        for cache in big:
+            cache.crop(T - 1)
+        out[n] = (hidden[:, -1].to(rows.dtype).view(H, B, 1, -1) * rows).sum(-1)  # (H, B, num_targets)
+    if model.lm_head.bias is not None:
+        out += model.lm_head.bias[target_ids].to(out.dtype)
+    return out
+
+
+def _last_outputs(model: SmolLM, caches, last: torch.Tensor) -> torch.Tensor:
+    """``(num_layers, B, H, 1, E)``: every head's output for the one token ``last (B, 1)`` after the
+    context in ``caches``, which are left as they were."""
+    found: list[torch.Tensor] = []
+    with _hooked([(layer.attn.out_proj, True, found.append) for layer in model.layers]):
+        model(last, kv_caches=caches, output_attentions=False)
+    length = caches[0].length - 1
+    for cache in caches:
+        cache.crop(length)
+    E = model.config.head_dim
+    return torch.stack([x.unflatten(-1, (-1, E)).transpose(1, 2) for x in found])
 
 
 # --- the weights' circuits: composition ------------------------------------------------------
