@@ -103,14 +103,14 @@ html[data-theme="dark"] #llm-lab .llm-token { background: rgba(253, 231, 37, cal
 #llm-lab .llm-lens table { border-collapse: collapse; width: 100%; font-size: 0.85em; margin: 0; }
 #llm-lab .llm-lens th, #llm-lab .llm-lens td { padding: 0.1em 0.45em; text-align: left; vertical-align: top;
   border-bottom: 1px solid var(--pst-color-border, #e5e7eb); }
-#llm-lab .llm-lens thead th { position: sticky; top: 0; background: var(--pst-color-background, #fff); }
+#llm-lab .llm-lens thead th { position: sticky; top: 0; z-index: 1; background: var(--pst-color-background, #fff); }
 #llm-lab .llm-lens th[scope="row"] { font-weight: 400; white-space: nowrap; }
 #llm-lab .llm-lens .llm-lens-token { font-family: var(--pst-font-family-monospace, monospace);
   white-space: pre-wrap; word-break: break-all; }
 #llm-lab .llm-lens .llm-lens-p { white-space: nowrap; text-align: right; font-variant-numeric: tabular-nums;
   background: linear-gradient(to right, rgba(31, 111, 178, 0.3) var(--p, 0%), transparent 0); }
-#llm-lab .llm-lens .llm-lens-rest { opacity: 0.85; }
-#llm-lab .llm-lens tr.llm-lens-final .llm-lens-top { font-weight: 700; }
+#llm-lab .llm-lens .llm-lens-rest { color: var(--pst-color-text-muted, #555); }
+#llm-lab .llm-lens tr.llm-lens-final .llm-lens-top { font-weight: 700; background: rgba(217, 119, 6, 0.2); }
 `;
 
 // viridis, 0..1 -> css
@@ -499,8 +499,8 @@ function drawLens(ui, lab) {
   ui.lensNote.replaceChildren(
     `Logit lens of token ${index + 1} (“${visible(state.tokens[index])}”): what the model would guess ` +
     "next if it ended after each block. Each row sends the residual stream there through the final norm " +
-    "and the output layer. p is the probability of the top guess. Bold: the model's own guess, " +
-    "the last row's. ␣ is a space, ↵ a line break.", el("span", {}));
+    "and the output layer. p is the probability of the top guess. Shaded: the top guess is already " +
+    "the model's own, the last row's. ␣ is a space, ↵ a line break.", el("span", {}));
   ui.lens.hidden = false;
 }
 
