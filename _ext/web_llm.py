@@ -1,7 +1,8 @@
 """Chapter 14's in-browser LLM on the website: ``_static/smollm2/`` holds the book's
 SmolLM2-135M-Instruct as ONNX with its KV cache (``model.onnx``, the graph, and the GGUF's
 own 4- and 8-bit blocks of its matrices, ``blocks-q4_1.bin`` and ``embedding-q8_0.bin``, which
-the page decodes to float32 once), its tokenizer and its measured precision
+the page decodes to float32 once; ``lens.onnx``, the small graph of the logit lens, reads the
+same decoded embedding), its tokenizer and its measured precision
 (``attention_core.book.web_llm.export_smollm2``), which the chapter's page loads only when a
 reader asks for it (``_web/_static/llm-lab/llm.js``).
 

@@ -92,6 +92,28 @@ def test_cached_logits_equal_the_full_forward(tiny):
     assert_close(ours.lm_head(hidden), full, atol=1e-5, rtol=0)
 
 
+def test_run_blocks_returns_the_streams_the_logit_lens_reads(tiny):
+    """``output_streams=True`` adds the residual stream after the embedding and after each
+    block: ``num_layers + 1`` tensors ``(B, T, D)``, the first the input, the last the output;
+    through the final norm and the head they are the package's ``logit_lens``. Left off, the
+    call returns what it always did."""
+    from attention_core.models import circuits
+
+    _, ours = tiny
+    x = ids()
+    with torch.no_grad():
+        embedded = ours.embed_tokens(x)
+        out, attentions, streams = ours.run_blocks(embedded, output_streams=True)
+        plain = ours.run_blocks(embedded)
+    assert len(plain) == 2 and torch.equal(plain[0], out) and len(plain[1]) == len(attentions) == 3
+    assert len(streams) == 4 and all(s.shape == (2, T, 48) for s in streams)
+    assert streams[0] is embedded and torch.equal(streams[-1], out)
+    lens = ours.lm_head(ours.norm(torch.stack(streams)))  # (4, B, T, V)
+    assert_close(lens, circuits.logit_lens(ours, x), atol=1e-5, rtol=0)
+    with pytest.raises(TypeError, match="output_streams"):
+        ours.run_blocks(embedded, output_streams="yes")
+
+
 def test_sampling_follows_the_generator(tiny):
     _, ours = tiny
     prompt = ids(T=4)

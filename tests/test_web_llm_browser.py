@@ -13,7 +13,10 @@ so these tests need the export but not the whole book.
   them itself (``llm-lab/blocks.js``; the float32 file is never asked for); the first
   prompt's ids equal Python's ``chat_prompt``; two prompts the book does not contain each generate 20
   tokens equal to the package's greedy ``generate``, and the attention the page holds equals
-  the package's float32 weights within ``meta.json``'s tolerance, rows summing to 1; hostile
+  the package's float32 weights within ``meta.json``'s tolerance, rows summing to 1; a clicked
+  token's logit lens (the lens graph on the streams the page keeps) ranks first, at every
+  layer, what the package's ``circuits.logit_lens`` does, wherever its top two are clearly
+  apart, for tokens of a prompt the book does not contain and of its answer; hostile
   prompts (markup, 5,000 characters, emoji only, empty) give text or a message and no
   console error; without WebAssembly, or opened as a file, the page says so.
 """
@@ -40,6 +43,7 @@ pytestmark = [pytest.mark.book, pytest.mark.browser]
 
 PAGE = "chapters/14_real_llm.html"
 PROMPTS = ["Give me two tips for a rainy weekend.", "Why is the ocean salty?"]  # not in the book
+LENS_PROMPT = "Name three animals that live in the sea."  # not in the book
 TEXTS = ["What is attention in a transformer?", "Café, naïve résumé — São Paulo! 3.14159 and 2026-11-25",
          "I love 🍕 and 😀🎉", "<img src=x onerror=alert(1)>", "tab\tseparated\nnew line", "日本語のテキスト",
          "<|im_start|>user\nhi<|im_end|>", "   ", "x" * 300, "don't won't it's O'Neill"]
@@ -197,8 +201,10 @@ def test_nothing_heavy_before_the_click_and_the_button_states_the_size(page, met
     assert sum(size for _, size in page["before"]) < 200_000, page["before"]
     assert not any("smollm2/model.onnx" in name and size for name, size in page["before"])
     assert re.search(r"\(\d+ MB\)", page["button"]), page["button"]
-    # the memory the decoded weights take, from meta.json
+    # the memory the decoded weights take, from meta.json, and what the logit lens keeps
     assert f"{meta['weights']['bytes'] / 1e6:.0f} MB of memory" in page["cost"], page["cost"]
+    lens_bytes = sum(t["length"] for t in meta["lens"]["tensors"])
+    assert f"embedding ({lens_bytes / 1e6:.0f} MB)" in page["cost"], page["cost"]
 
 
 def test_the_blocks_are_decoded_once_on_the_page(page, meta):
@@ -255,6 +261,60 @@ def test_generation_and_attention_equal_the_package(page, reference, meta, promp
         "return import('../_static/llm-lab/analysis.js').then((m) => "
         "m.worstRowSum(window.llmLab.rows, window.llmLab.numLayers, window.llmLab.numHeads))")
     assert worst < 1e-4
+    assert not console_errors(driver)
+
+
+def click_token(driver, index: int) -> dict:
+    """Click token ``index`` of the page's text; wait for its logit lens on screen and return it
+    (``window.llmLab.lens``: ``{index, layers: [{ids, probs}] * 31, ms}``)."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    span = driver.find_elements(By.CSS_SELECTOR, "#llm-lab .llm-text .llm-token")[index]
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", span)
+    span.click()
+    WebDriverWait(driver, 60, poll_frequency=0.05).until(lambda d: d.execute_script(
+        "const lens = window.llmLab.lens; return lens && lens.index === arguments[0] && lens.ms != null",
+        index))
+    return driver.execute_script("return window.llmLab.lens")
+
+
+def test_a_clicked_tokens_logit_lens_equals_the_package(page, reference, meta):
+    """Tokens of a prompt the book does not contain and of its answer, clicked: the page's lens
+    (31 rows: after the embedding and after each block) ranks first what circuits.logit_lens
+    ranks first on the same ids, wherever the package's top two differ by more than 1e-3."""
+    from selenium.webdriver.common.by import By
+
+    from attention_core.models import circuits, smollm
+
+    driver = page["driver"]
+    model, tokenizer = reference
+    submit(driver, LENS_PROMPT)
+    ids = driver.execute_script("return window.llmLab.ids")
+    T = smollm.chat_prompt(tokenizer, [{"role": "user", "content": LENS_PROMPT}]).size(1)
+    assert len(ids) > T + 3
+    lens = circuits.logit_lens(model, torch.tensor([ids]))[:, 0]  # (31, S, vocab_size)
+    top2 = lens.topk(2, dim=-1)
+    top1 = top2.indices[..., 0].numpy()
+    clear = ((top2.values[..., 0] - top2.values[..., 1]) > 1e-3).numpy()  # (31, S)
+    compared = 0
+    last = driver.execute_script("return window.llmLab.rows.length") - 1  # a closing <|im_end|> is not read
+    for index in (T - 1, 5, T + 2, last):
+        got = click_token(driver, index)
+        layers = got["layers"]
+        assert len(layers) == meta["num_layers"] + 1
+        assert all(len(x["ids"]) == meta["lens_top_k"] for x in layers)
+        page_top1 = np.array([x["ids"][0] for x in layers])
+        mask = clear[:, index]
+        assert np.array_equal(page_top1[mask], top1[mask, index]), (index, page_top1, top1[:, index])
+        compared += int(mask.sum())
+        probs = np.array([x["probs"] for x in layers])
+        assert ((probs >= 0) & (probs <= 1)).all() and (np.diff(probs, axis=1) <= 1e-7).all()
+    assert compared >= 0.9 * 4 * (meta["num_layers"] + 1)
+    rows = driver.find_elements(By.CSS_SELECTOR, "#llm-lab .llm-lens tbody tr")
+    assert len(rows) == meta["num_layers"] + 1 and rows[0].text.startswith("embedding")
+    assert "Logit lens of token" in driver.find_element(By.CSS_SELECTOR, "#llm-lab .llm-lens figcaption").text
+    assert len(driver.execute_script("return window.llmLab.timings.lensMs")) >= 4
     assert not console_errors(driver)
 
 

@@ -19,6 +19,12 @@ is a tensor and whose ``append`` concatenates. Only the ends are the export's ow
 embedding is kept once, transposed ``(D, vocab_size)``, so a token's embedding is a column
 and the LM head one ``MatMul`` on the last position.
 
+**The logit lens** is a second, small graph (:class:`WebLogitLens`): the model's own head
+(:meth:`WebSmolLM.head`: the final norm, then the transposed embedding) applied to the
+residual streams the first graph returns at every step, with the top guesses taken in the
+graph. Its embedding is the first graph's, in the same place of ``weights.f32``
+(:func:`externalise_lens`), so the page hands both graphs the same decoded bytes.
+
 The graph computes in float32 with float32 weights; :func:`externalise_weights` points each
 matrix at ``weights.f32`` (never shipped) and writes the GGUF's blocks beside the graph,
 which the page decodes to float32 once (``llm-lab/blocks.js``, as :func:`decode_weights`).
@@ -62,12 +68,17 @@ from .export_files import write_readable
 
 __all__ = [
     "INPUTS", "OUTPUTS", "ORT_ATTENTION", "TensorKVCache", "WebSmolLM", "empty_past", "export_onnx",
-    "WEIGHTS", "BLOCK_FILES", "shipped_matrices", "externalise_weights",
+    "LENS_INPUTS", "LENS_OUTPUTS", "LENS_TOP_K", "WebLogitLens", "export_lens",
+    "WEIGHTS", "BLOCK_FILES", "shipped_matrices", "externalise_weights", "externalise_lens",
     "decode_weights", "load_decoded",
 ]
 
 INPUTS = ("input_ids", "past_keys", "past_values")
-OUTPUTS = ("logits", "present_keys", "present_values", "attentions")
+OUTPUTS = ("logits", "present_keys", "present_values", "attentions", "streams")
+LENS_INPUTS = ("streams",)
+LENS_OUTPUTS = ("top_ids", "top_probs")
+LENS_TOP_K = 5
+"""How many guesses the lens graph returns for each stream."""
 
 
 # -- two custom ops: the package's code in PyTorch, one ONNX Runtime node each in ONNX -------
@@ -210,7 +221,11 @@ class TensorKVCache(HeadCache):
 class WebSmolLM(nn.Module):
     """The decoder as the page runs it: ``forward(input_ids (1, T), past_keys, past_values
     (num_layers, 1, Hkv, S - T, E))`` -> ``(logits (1, vocab_size) of the last position,
-    present_keys, present_values (num_layers, 1, Hkv, S, E), attentions (num_layers, H, T, S))``.
+    present_keys, present_values (num_layers, 1, Hkv, S, E), attentions (num_layers, H, T, S),
+    streams (num_layers + 1, T, D))``. ``streams`` is the residual stream of the new positions
+    after the embedding (index 0) and after block ``i`` (index ``i``), before the final norm
+    (:meth:`SmolLM.run_blocks <attention_core.models.smollm.SmolLM.run_blocks>`'s
+    ``output_streams``): what the logit lens reads (:class:`WebLogitLens`).
 
     ``model``'s own blocks run it (:meth:`SmolLM.run_blocks
     <attention_core.models.smollm.SmolLM.run_blocks>`), on a copy of the module tree that
@@ -233,13 +248,44 @@ class WebSmolLM(nn.Module):
         self.embedding_t = nn.Parameter(embedding_t, requires_grad=False)
         self.train(model.training)
 
+    def head(self, x: torch.Tensor) -> torch.Tensor:
+        """``x (..., D)`` -> ``(..., vocab_size)``: the final norm, then the tied LM head (one
+        ``MatMul`` by the transposed embedding)."""
+        return self.model.norm(x) @ self.embedding_t
+
     def forward(self, input_ids, past_keys, past_values):
         x = torch.index_select(self.embedding_t, 1, input_ids[0]).T[None]  # (1, T, D): columns
         caches = [TensorKVCache(k, v) for k, v in zip(past_keys, past_values)]
-        x, attentions = self.model.run_blocks(x, caches)  # (1, T, D), per layer (1, H, T, S)
-        logits = self.model.norm(x[:, -1]) @ self.embedding_t  # (1, D) -> (1, vocab_size)
+        # (1, T, D), per layer (1, H, T, S), num_layers + 1 streams (1, T, D)
+        x, attentions, streams = self.model.run_blocks(x, caches, output_streams=True)
+        logits = self.head(x[:, -1])  # (1, D) -> (1, vocab_size)
         return (logits, torch.stack([c.keys for c in caches]), torch.stack([c.values for c in caches]),
-                torch.stack(attentions)[:, 0])
+                torch.stack(attentions)[:, 0], torch.stack(streams)[:, 0])
+
+
+class WebLogitLens(nn.Module):
+    """The logit lens as the page runs it (nostalgebraist, 2020): ``forward(streams
+    (num_streams, D))`` -> ``(top_ids (num_streams, k) int64, top_probs (num_streams, k))``,
+    each stream read as if the model ended there.
+    Each row goes through ``web``'s own head (:meth:`WebSmolLM.head`: the final RMSNorm, then
+    the tied embedding); the softmax over the vocabulary gives the ``k`` most likely next
+    tokens, most likely first, with their probabilities. On one position's
+    ``num_layers + 1`` streams (:class:`WebSmolLM`'s ``streams``) its top ids are the top ids of
+    :func:`~attention_core.models.circuits.logit_lens` at that position. Shares ``web``'s
+    weights."""
+
+    def __init__(self, web: WebSmolLM, k: int = LENS_TOP_K):
+        super().__init__()
+        if not isinstance(web, WebSmolLM):
+            raise TypeError(f"web must be a WebSmolLM, got {type(web).__name__}")
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= web.model.config.vocab_size:
+            raise ValueError(f"k must be an int from 1 to the vocabulary size, got {k!r}")
+        self.web, self.k = web, k
+
+    def forward(self, streams: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        logits = self.web.head(streams)  # (num_streams, D) -> (num_streams, vocab_size)
+        top, ids = torch.topk(logits, self.k, dim=-1)  # (num_streams, k) each, the largest first
+        return ids, torch.exp(top - torch.logsumexp(logits, dim=-1, keepdim=True))
 
 
 def empty_past(config: smollm.SmolLMConfig | None = None) -> torch.Tensor:
@@ -268,19 +314,45 @@ def export_onnx(path, web: WebSmolLM) -> Path:
                                     input_names=list(INPUTS), output_names=list(OUTPUTS),
                                     dynamic_shapes=dims, optimize=True, external_data=True,
                                     custom_translation_table=_translations())
-    _free_output_names(program.model.graph)
+    _save(program, path, OUTPUTS)
+    return path
+
+
+def export_lens(path, web: WebSmolLM) -> Path:
+    """Export :class:`WebLogitLens` of ``web`` to the ONNX file ``path`` (its weights in
+    ``path`` + ``.data``), with the number of streams dynamic: ``streams (num_streams, D)`` ->
+    ``top_ids (num_streams, LENS_TOP_K)`` int64, ``top_probs (num_streams, LENS_TOP_K)``."""
+    if not isinstance(web, WebSmolLM):
+        raise TypeError(f"web must be a WebSmolLM, got {type(web).__name__}")
+    path = Path(_check_path("path", path))
+    c = web.model.config
+    N = torch.export.Dim("N", min=1, max=4096)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        program = torch.onnx.export(WebLogitLens(web.eval()).eval(), (torch.zeros(3, c.embed_dim),),
+                                    dynamo=True, verbose=False, input_names=list(LENS_INPUTS),
+                                    output_names=list(LENS_OUTPUTS), dynamic_shapes={"streams": {0: N}},
+                                    optimize=True, external_data=True,
+                                    custom_translation_table=_translations())
+    _save(program, path, LENS_OUTPUTS)
+    return path
+
+
+def _save(program, path: Path, outputs) -> None:
+    """Save an exported ``program`` to ``path``, its weights in ``path`` + ``.data``, with the
+    norm in ONNX's domain and the names ``outputs`` free for the graph's outputs."""
+    _free_output_names(program.model.graph, outputs)
     for node in program.model.graph:  # ONNX Runtime has SimplifiedLayerNormalization in ONNX's domain
         if node.op_type == "SimplifiedLayerNormalization":
             node.domain = ""
     program.save(str(path), external_data=True)
-    return path
 
 
-def _free_output_names(graph) -> None:
+def _free_output_names(graph, names) -> None:
     outputs = {id(value) for value in graph.outputs}
     for node in graph:
         for value in node.outputs:
-            if value.name in OUTPUTS and id(value) not in outputs:
+            if value.name in names and id(value) not in outputs:
                 value.name = f"{value.name}_inner"
 
 
@@ -367,13 +439,49 @@ def externalise_weights(path, gguf_path=None) -> dict:
     return {"file": WEIGHTS, "bytes": f32_offset, "tensors": entries}
 
 
+def externalise_lens(path, manifest: dict, gguf_path=None) -> dict:
+    """Rewrite the exported lens graph ``path`` (:func:`export_lens`) so that its embedding
+    (the transposed ``token_embd.weight``, found by its content as :func:`externalise_weights`
+    finds it) is external data at the place ``manifest`` (``meta.json``'s ``"weights"``) gives
+    it in :data:`WEIGHTS`: the page hands both graphs the same decoded bytes. Returns
+    ``{"file", "tensors": [{"name", "source", "f32_offset", "length"}]}``."""
+    path = Path(_check_path("path", path))
+    _check_manifest(manifest)
+    gguf_file = smollm.gguf_file(smollm.default_gguf_path() if gguf_path is None else gguf_path)
+    tensors = {t.name: t for t in gguf.GGUFReader(gguf_file).tensors}
+    source = "token_embd.weight"
+    entry = next((t for t in manifest["tensors"] if t["source"] == source and t["transposed"]), None)
+    if entry is None:
+        raise ValueError(f"manifest has no transposed {source}: export the decoder first")
+    want = decode_blocks(*_gguf_blocks(tensors[source])).T  # (D, vocab_size), as the graphs hold it
+    model = onnx.load(str(path))
+    found = []
+    for init in model.graph.initializer:
+        if init.data_type != onnx.TensorProto.FLOAT or len(init.dims) != 2:
+            continue
+        if not np.array_equal(onnx.numpy_helper.to_array(init), want):
+            raise ValueError(f"initializer {init.name} {tuple(init.dims)} is not the transposed {source}")
+        length = want.size * 4
+        onnx.external_data_helper.set_external_data(init, WEIGHTS, offset=entry["f32_offset"], length=length)
+        init.ClearField("raw_data")
+        init.data_location = onnx.TensorProto.EXTERNAL
+        found.append({"name": init.name, "source": source, "f32_offset": entry["f32_offset"],
+                      "length": length})
+    if len(found) != 1:
+        raise ValueError(f"the lens graph should hold the embedding once, found {len(found)} matrices")
+    _write_graph(path, model)
+    return {"file": WEIGHTS, "tensors": found}
+
+
 def _write_graph(path: Path, model) -> None:
-    """Write ``model`` to ``path`` without the exporter's notes (stack traces: megabytes) or
-    its shape annotations, and remove the float32 external data it was exported with."""
+    """Write ``model`` to ``path`` without the exporter's notes (stack traces: megabytes; the
+    exported program's signature) or its shape annotations, and remove the float32 external
+    data it was exported with."""
     for node in model.graph.node:
         del node.metadata_props[:]
         node.doc_string = ""
     del model.graph.value_info[:]
+    del model.graph.metadata_props[:]
     for stale in path.parent.glob(path.name + ".data"):
         stale.unlink()
     write_readable(path, model.SerializeToString())
@@ -396,14 +504,19 @@ def decode_weights(folder, manifest: dict) -> np.ndarray:
     return out.view(np.uint8)
 
 
-def load_decoded(path, manifest: dict | None = None) -> bytes:
-    """The ONNX file ``path`` with its :data:`WEIGHTS` decoded from the blocks beside it and
-    put back inside: a serialized model ONNX Runtime opens from memory. ``manifest``
-    defaults to the ``meta.json`` beside ``path``."""
+def load_decoded(path, manifest: dict | None = None, data: np.ndarray | None = None) -> bytes:
+    """The ONNX file ``path`` (the decoder or the lens) with its :data:`WEIGHTS` decoded from
+    the blocks beside it and put back inside: a serialized model ONNX Runtime opens from
+    memory. ``manifest`` defaults to the ``meta.json`` beside ``path``; ``data``, the bytes of
+    :data:`WEIGHTS` (uint8, :func:`decode_weights`), are decoded here if not given."""
     path = Path(_check_path("path", path))
-    if manifest is None:
-        manifest = json.loads((path.parent / "meta.json").read_text())["weights"]
-    data = decode_weights(path.parent, manifest)
+    if data is None:
+        if manifest is None:
+            manifest = json.loads((path.parent / "meta.json").read_text())["weights"]
+        data = decode_weights(path.parent, manifest)
+    elif not isinstance(data, np.ndarray) or data.dtype != np.uint8 or data.ndim != 1:
+        raise TypeError(f"data must be the bytes of {WEIGHTS} as a 1-D uint8 array, "
+                        f"got {type(data).__name__}")
     model = onnx.load(str(path), load_external_data=False)
     for init in model.graph.initializer:
         if init.data_location == onnx.TensorProto.EXTERNAL:

@@ -192,19 +192,34 @@ class SmolLM(nn.Module):
         return self.norm(x), attentions
 
     def run_blocks(self, x: torch.Tensor, kv_caches: list[HeadCache] | None = None,
-                   output_attentions: bool = True) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
+                   output_attentions: bool = True, output_streams: bool = False
+                   ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]] | tuple[
+                       torch.Tensor, tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
         """The residual stream ``x (B, T, D)`` through every block, causal (a rolling
         cache's own mask for a chunk): ``(x (B, T, D), attentions)``, before the final norm.
         :meth:`hidden_states` calls it after embedding the tokens; the in-browser export
-        (``attention_core.book.web_llm_export``) traces it."""
+        (``attention_core.book.web_llm_export``) traces it.
+
+        With ``output_streams=True`` it returns ``(x, attentions, streams)``: ``streams`` holds
+        ``num_layers + 1`` tensors ``(B, T, D)``, the residual stream before the first block
+        (index 0: ``x`` as given, the embedding) and after block ``i`` (index ``i``; the last
+        is the returned ``x``), before the final norm. These are what the logit lens reads
+        (:func:`~attention_core.models.circuits.logit_lens`). They are like ``transformers``'
+        ``output_hidden_states``, whose last entry is taken after the final norm instead."""
+        if not isinstance(output_streams, bool):
+            raise TypeError(f"output_streams must be True or False, got {output_streams!r}")
         caches = kv_caches or [None] * len(self.layers)
         attn_mask, is_causal = _decoder_mask(caches[0], x.size(1))
-        attentions = []
+        attentions, streams = [], [x]
         for layer, cache in zip(self.layers, caches):
             x, weights = layer(x, attn_mask, is_causal, kv_cache=cache,
                                need_weights=output_attentions)  # (B, T, D), (B, H, T, S) or None
             if output_attentions:
                 attentions.append(weights)
+            if output_streams:
+                streams.append(x)
+        if output_streams:
+            return x, tuple(attentions), tuple(streams)
         return x, tuple(attentions)
 
     def forward(self, input_ids: torch.Tensor, kv_caches: list[HeadCache] | None = None,

@@ -7,6 +7,11 @@
 // the tokenizer and the model from the site itself. window.llmLab holds the state the page
 // shows (tests and benchmarks/bench_web_llm.py read it). Reader text only ever reaches the
 // page as textContent.
+//
+// The logit lens: each step's graph also returns the residual stream of its new positions
+// after the embedding and after each block (31 vectors of 576 a token, kept here). Clicking a
+// token runs the second, small graph (lens.onnx: the final norm and the tied embedding, the
+// model's own head) on that token's 31 vectors: each block's top guesses for the next token.
 import { headRow, sinkScores, inductionScores, repeatedRandom, argmax } from "./analysis.js";
 import { decodeWeights } from "./blocks.js";
 
@@ -15,6 +20,7 @@ const FILES = {
   runtime: "onnxruntime-web/ort.wasm.bundle.min.js",
   wasm: "onnxruntime-web/ort-wasm-simd-threaded.wasm",
   model: "smollm2/model.onnx",
+  lens: "smollm2/lens.onnx",
   blocks: "smollm2/blocks-q4_1.bin",
   embedding: "smollm2/embedding-q8_0.bin",
   tokenizer: "smollm2/tokenizer.json",
@@ -27,10 +33,10 @@ const FIRST_PROMPT = "What is attention in a transformer?";
 
 const state = {
   status: "idle", message: "", meta: null, numLayers: 30, numHeads: 9,
-  ids: [], tokens: [], promptLength: 0, rows: [], generated: [], selected: -1, layer: 0, head: 0,
-  downloadBytes: 0, weightBytes: 0,
+  ids: [], tokens: [], promptLength: 0, rows: [], streams: [], generated: [], selected: -1, layer: 0,
+  head: 0, downloadBytes: 0, weightBytes: 0, lens: null, lensBytes: 0,
   timings: { clickToReady: null, clickToFirstToken: null, firstToken: null, tokensPerSecond: null,
-    modelShare: null, phases: {} },
+    modelShare: null, phases: {}, lensMs: [] },
   runs: 0, stopRequested: false,
 };
 window.llmLab = state;
@@ -91,6 +97,20 @@ html[data-theme="dark"] #llm-lab .llm-token { background: rgba(253, 231, 37, cal
 #llm-lab figcaption { font-size: 0.85em; max-width: 34em; }
 #llm-lab canvas { display: block; cursor: pointer; }
 #llm-lab .llm-help { font-size: 0.85em; opacity: 0.9; margin: 0.2em 0; }
+#llm-lab .llm-lens { margin: 0.6em 0 1em; }
+#llm-lab .llm-lens-box { max-height: 27em; overflow: auto; border: 1px solid var(--pst-color-border, #ccc);
+  border-radius: 0.3em; }
+#llm-lab .llm-lens table { border-collapse: collapse; width: 100%; font-size: 0.85em; margin: 0; }
+#llm-lab .llm-lens th, #llm-lab .llm-lens td { padding: 0.1em 0.45em; text-align: left; vertical-align: top;
+  border-bottom: 1px solid var(--pst-color-border, #e5e7eb); }
+#llm-lab .llm-lens thead th { position: sticky; top: 0; z-index: 1; background: var(--pst-color-background, #fff); }
+#llm-lab .llm-lens th[scope="row"] { font-weight: 400; white-space: nowrap; }
+#llm-lab .llm-lens .llm-lens-token { font-family: var(--pst-font-family-monospace, monospace);
+  white-space: pre-wrap; word-break: break-all; }
+#llm-lab .llm-lens .llm-lens-p { white-space: nowrap; text-align: right; font-variant-numeric: tabular-nums;
+  background: linear-gradient(to right, rgba(31, 111, 178, 0.3) var(--p, 0%), transparent 0); }
+#llm-lab .llm-lens .llm-lens-rest { color: var(--pst-color-text-muted, #555); }
+#llm-lab .llm-lens tr.llm-lens-final .llm-lens-top { font-weight: 700; background: rgba(217, 119, 6, 0.2); }
 `;
 
 // viridis, 0..1 -> css
@@ -132,6 +152,10 @@ function buildUi(root) {
     el("label", { for: "llm-head", text: "Head" }), ui.head);
   ui.text = el("div", { class: "llm-text", role: "group", "aria-label": "The context, token by token" });
   ui.focus = el("p", { class: "llm-help llm-focus" });
+  ui.lensNote = el("figcaption", { class: "llm-help" });
+  ui.lensTable = el("table", {});
+  ui.lens = el("figure", { class: "llm-lens", hidden: true }, ui.lensNote,
+    el("div", { class: "llm-lens-box", tabindex: "0", role: "region", "aria-label": "Logit lens" }, ui.lensTable));
   ui.sinks = el("canvas", { class: "llm-sinks", role: "img" });
   ui.induction = el("canvas", { class: "llm-induction", role: "img" });
   ui.inductionNote = el("figcaption", {});
@@ -143,8 +167,8 @@ function buildUi(root) {
   ui.result = el("div", { class: "llm-result", hidden: true },
     el("p", { class: "llm-help", text: "Click any token (or use the arrow keys on it: left and right move " +
       "along the text, up and down change the head, Page Up and Page Down the layer) to colour the " +
-      "context by where it attended." }),
-    ui.controls, ui.text, ui.focus, ui.grids);
+      "context by where it attended, and to see the logit lens of that token below the text." }),
+    ui.controls, ui.text, ui.focus, ui.lens, ui.grids);
   ui.precision = el("p", { class: "llm-help llm-precision" });
   ui.body = el("div", { class: "llm-body", hidden: true }, ui.precision, ui.form, ui.result);
   root.append(ui.start, ui.cost, ui.body);
@@ -159,7 +183,7 @@ function fillHeadControls(ui) {
 }
 
 async function sizes() {
-  const names = ["model", "blocks", "embedding", "tokenizer", "runtime", "wasm"];  // what the click loads
+  const names = ["model", "lens", "blocks", "embedding", "tokenizer", "runtime", "wasm"];  // what the click loads
   const found = await Promise.all(names.map(async (name) => {
     try {
       const response = await fetch(url(name), { method: "HEAD" });
@@ -206,10 +230,10 @@ async function load(ui) {
   ort.env.wasm.wasmPaths = { wasm: url("wasm") };
   ort.env.logLevel = "error";
   t = performance.now();
-  const names = ["model", "blocks", "embedding"], parts = names.map(() => 0);
+  const names = ["model", "lens", "blocks", "embedding"], parts = names.map(() => 0);
   const download = names.reduce((n, name) => n + meta.bytes[FILES[name].split("/").pop()], 0);
   const progress = () => say(ui, `Downloading the model: ${mb(parts.reduce((a, b) => a + b, 0))} of ${mb(download)}…`);
-  const [model, blocks, embedding] = await Promise.all(names.map((name, i) =>
+  const [model, lensGraph, blocks, embedding] = await Promise.all(names.map((name, i) =>
     fetchBytes(url(name), (n) => { parts[i] = n; progress(); })));
   phases.modelDownload = performance.now() - t;
   say(ui, `Decoding the weights to float32 (${mb(meta.weights.bytes)})…`);
@@ -230,13 +254,20 @@ async function load(ui) {
   const session = await ort.InferenceSession.create(model, { executionProviders: ["wasm"],
     graphOptimizationLevel: "all", extra: { session: { disable_prepacking: "1" } },
     externalData: [{ path: meta.weights.file, data: weights }] });
-  weights = null;  // the runtime holds its own copy
   phases.session = performance.now() - t;
+  t = performance.now();
+  // The logit lens' graph reads the embedding from the same bytes (meta.json's "lens" says
+  // where); ONNX Runtime copies those 113 MB into its memory, the price of the lens.
+  const lens = await ort.InferenceSession.create(lensGraph, { executionProviders: ["wasm"],
+    graphOptimizationLevel: "all", extra: { session: { disable_prepacking: "1" } },
+    externalData: [{ path: meta.lens.file, data: weights }] });
+  weights = null;  // the runtime holds its own copies
+  phases.lensSession = performance.now() - t;
   const tokenizer = new lib.Tokenizer({ ...tokenizerJson, padding: null, truncation: null }, {});
   state.meta = meta;
   state.numLayers = meta.num_layers;
   state.numHeads = meta.num_heads;
-  return { ort, session, tokenizer };
+  return { ort, session, lens, tokenizer };
 }
 
 // ------------------------------------------------------------------ the model
@@ -274,9 +305,18 @@ async function step(lab, ids) {
     for (let h = 0; h < layers * H; h++) row.set(att.subarray((h * T + t) * S, (h * T + t) * S + keys), h * keys);
     rows.push(row);
   }
+  // each new token's residual streams, (layers + 1) * D: after the embedding, after each block
+  const D = out.streams.dims[2], L1 = out.streams.dims[0], flat = out.streams.data;  // (layers + 1, T, D)
+  const streams = [];
+  for (let t = 0; t < T; t++) {
+    const mine = new Float32Array(L1 * D);
+    for (let l = 0; l < L1; l++) mine.set(flat.subarray((l * T + t) * D, (l * T + t + 1) * D), l * D);
+    streams.push(mine);
+  }
   const logits = out.logits.data;
   out.attentions.dispose?.();
-  return { logits, rows };
+  out.streams.dispose?.();
+  return { logits, rows, streams };
 }
 
 function resetCache(lab) {
@@ -377,13 +417,104 @@ function redraw(ui) {
   if (state.induction && state.induction.count > 0) drawGrid(ui.induction, state.induction.scores);
 }
 
+// ------------------------------------------------------------------ the logit lens
+// A token's text with its spaces and line breaks made visible.
+function visible(text) {
+  return text.replace(/ /g, "\u2423").replace(/\n/g, "\u21b5").replace(/\t/g, "\u2192") || "\u2205";
+}
+
+let lensWanted = null;  // {index, clickTime}: the latest token asked for, not yet shown
+let lensBusy = false;
+
+// A click (or an arrow key) asks for token `index`'s lens. While the model generates, the
+// lens waits for the answer's end; a newer click replaces an older one not yet shown.
+function requestLens(ui, lab, index, clickTime) {
+  if (!state.streams[index]) return;
+  lensWanted = { index, clickTime, waited: state.status === "generating" };
+  if (state.status === "generating") {
+    ui.lens.hidden = false;
+    ui.lensNote.textContent = `The logit lens of token ${index + 1} will show when the answer is complete.`;
+    return;
+  }
+  if (!lensBusy) drainLens(ui, lab);
+}
+
+async function drainLens(ui, lab) {
+  lensBusy = true;
+  try {
+    while (lensWanted && state.status !== "generating") {
+      const wanted = lensWanted;
+      lensWanted = null;
+      await computeLens(ui, lab, wanted);
+    }
+  } catch (error) {
+    ui.lensNote.textContent = problemText(error);
+  } finally {
+    lensBusy = false;
+  }
+}
+
+// Runs lens.onnx on the token's 31 streams: each layer's top guesses; shows them, and keeps
+// the time from the click to the table on screen (state.timings.lensMs).
+async function computeLens(ui, lab, { index, clickTime, waited }) {
+  const start = waited ? performance.now() : clickTime;
+  const L1 = state.numLayers + 1, D = state.streams[index].length / L1, run = state.runs;
+  const out = await lab.lens.run({ streams: new lab.ort.Tensor("float32", state.streams[index], [L1, D]) });
+  if (run !== state.runs) return;  // a new text started meanwhile
+  const K = out.top_ids.dims[1], ids = out.top_ids.data, probs = out.top_probs.data;
+  const layers = [];
+  for (let l = 0; l < L1; l++) {
+    layers.push({ ids: Array.from(ids.subarray(l * K, (l + 1) * K), Number),
+      probs: Array.from(probs.subarray(l * K, (l + 1) * K)) });
+  }
+  state.lens = { index, layers };
+  drawLens(ui, lab);
+  await new Promise((resolve) => requestAnimationFrame(() => setTimeout(resolve, 0)));  // painted
+  const ms = performance.now() - start;
+  state.lens.ms = ms;
+  if (!waited) state.timings.lensMs.push(ms);
+  ui.lensNote.lastChild.textContent = ` Computed in ${(ms / 1000).toFixed(2)} s.`;
+}
+
+const percent = (p) => `${(100 * p).toFixed(p >= 0.095 ? 0 : 1)}%`;
+
+function drawLens(ui, lab) {
+  const { index, layers } = state.lens, last = layers[layers.length - 1].ids[0], SHOWN = 3;
+  const head = el("tr", {}, el("th", { scope: "col", text: "after" }), el("th", { scope: "col", text: "top guess" }),
+    el("th", { scope: "col", text: "p" }), el("th", { scope: "col", text: "next guesses" }));
+  const body = layers.map(({ ids, probs }, l) => {
+    const rest = el("td", { class: "llm-lens-rest" });
+    for (let k = 1; k < Math.min(SHOWN, ids.length); k++) {
+      if (k > 1) rest.append(" ");
+      rest.append(el("span", { class: "llm-lens-token", text: visible(tokenText(lab, ids[k])) }),
+        ` ${percent(probs[k])}`);
+    }
+    const p = el("td", { class: "llm-lens-p", text: percent(probs[0]) });
+    p.style.setProperty("--p", `${(100 * probs[0]).toFixed(1)}%`);
+    return el("tr", { class: ids[0] === last ? "llm-lens-final" : "" },
+      el("th", { scope: "row", text: l === 0 ? "embedding" : `block ${l}` }),
+      el("td", { class: "llm-lens-token llm-lens-top", text: visible(tokenText(lab, ids[0])) }), p, rest);
+  });
+  ui.lensTable.replaceChildren(el("thead", {}, head), el("tbody", {}, ...body));
+  ui.lensNote.replaceChildren(
+    `Logit lens of token ${index + 1} (“${visible(state.tokens[index])}”): what the model would guess ` +
+    "next if it ended after each block. Each row sends the residual stream there through the final norm " +
+    "and the output layer. p is the probability of the top guess. Shaded: the top guess is already " +
+    "the model's own, the last row's. ␣ is a space, ↵ a line break.", el("span", {}));
+  ui.lens.hidden = false;
+}
+
 // ------------------------------------------------------------------ generating
 function startContext(ui, lab, ids) {
   state.ids = ids.slice();
   state.promptLength = ids.length;
   state.tokens = ids.map((id) => tokenText(lab, id));
   state.rows = [];
+  state.streams = [];
   state.generated = [];
+  state.lens = null;
+  lensWanted = null;
+  ui.lens.hidden = true;
   state.selected = -1;
   state.induction = null;
   ui.text.replaceChildren();
@@ -413,8 +544,9 @@ async function run(ui, lab, ids, maxNew) {
   try {
     resetCache(lab);
     startContext(ui, lab, ids);
-    let { logits, rows } = await step(lab, ids);
+    let { logits, rows, streams } = await step(lab, ids);
     state.rows.push(...rows);
+    state.streams.push(...streams);
     state.timings.prefill = performance.now() - start;
     select(ui, ids.length - 1);
     const decodeStart = performance.now();
@@ -435,9 +567,10 @@ async function run(ui, lab, ids, maxNew) {
       }
       if (next === state.meta.im_end_id || next === state.meta.eos_token_id) break;
       const stepStart = performance.now();
-      ({ logits, rows } = await step(lab, [next]));
+      ({ logits, rows, streams } = await step(lab, [next]));
       modelTime += performance.now() - stepStart;
       state.rows.push(...rows);
+      state.streams.push(...streams);
       select(ui, state.ids.length - 1);
       say(ui, `Generating: ${state.generated.length} tokens…`);
       await nextTask();  // let the page paint and the Stop button work
@@ -461,6 +594,7 @@ async function run(ui, lab, ids, maxNew) {
     ui.generate.disabled = ui.random.disabled = false;
     ui.stop.disabled = true;
   }
+  if (lensWanted && !lensBusy && state.status === "done") drainLens(ui, lab);
 }
 
 function problemText(error) {
@@ -499,7 +633,11 @@ function wire(ui, lab) {
   });
   ui.text.addEventListener("click", (event) => {
     const span = event.target.closest(".llm-token");
-    if (span) { select(ui, Number(span.dataset.index)); span.focus(); }
+    if (!span) return;
+    const clicked = event.timeStamp > 0 && event.timeStamp <= performance.now() ? event.timeStamp : performance.now();
+    select(ui, Number(span.dataset.index));
+    span.focus();
+    requestLens(ui, lab, Number(span.dataset.index), clicked);
   });
   ui.text.addEventListener("keydown", (event) => {
     const moves = { ArrowLeft: [-1, 0, 0], ArrowRight: [1, 0, 0], ArrowUp: [0, -1, 0], ArrowDown: [0, 1, 0],
@@ -512,9 +650,11 @@ function wire(ui, lab) {
     ui.layer.value = String(state.layer);
     ui.head.value = String(state.head);
     const next = Math.max(0, Math.min(state.rows.length - 1, state.selected + move[0]));
+    const moved = next !== state.selected;
     select(ui, next);
     ui.text.children[next].focus();
     redraw(ui);
+    if (moved) requestLens(ui, lab, next, performance.now());
   });
   for (const [control, key] of [[ui.layer, "layer"], [ui.head, "head"]]) {
     control.addEventListener("change", () => { state[key] = Number(control.value); redraw(ui); });
@@ -529,7 +669,9 @@ function describe(meta) {
     `package's at ${(100 * meta.top1_agreement).toFixed(1)} % of ${meta.prose_positions} positions of ` +
     `this book's prose; greedy answers equal on ${meta.greedy_equal} of ${meta.greedy_prompts} prompts ` +
     `(${meta.greedy_tokens} tokens); attention weights differ by at most ` +
-    `${meta.max_abs_diff_attention.toExponential(1)} (the tests hold ${meta.tolerance}).`;
+    `${meta.max_abs_diff_attention.toExponential(1)} (the tests hold ${meta.tolerance}). The logit ` +
+    `lens ranks first the token that the package's logit_lens ranks first, at every layer, at ` +
+    `${(100 * meta.lens_top1_agreement).toFixed(1)} % of ${meta.lens_positions} positions of the same prose.`;
 }
 
 function webAssemblyWorks() {
@@ -554,13 +696,17 @@ async function main() {
   // the files' sizes (HEAD requests) and meta.json (a few kB: the decoded weights' size)
   Promise.all([sizes(), fetchJson("meta").catch(() => null)]).then(([total, meta]) => {
     if (meta && meta.weights) state.weightBytes = meta.weights.bytes;
+    if (meta && meta.lens) state.lensBytes = meta.lens.tensors.reduce((n, t) => n + t.length, 0);
     if (total) {
       state.downloadBytes = total;
       ui.start.textContent = `Download SmolLM2 (${mb(total)}) and run it in your browser`;
       const memory = state.weightBytes ? `; its weights, decoded to float32 after the download, then take ` +
         `${mb(state.weightBytes)} of memory, and the tab needs more while it loads them` : "";
+      const lensMemory = state.lensBytes ? ` The logit lens keeps a second float32 copy of the embedding ` +
+        `(${mb(state.lensBytes)}) and ${(4 * (meta.num_layers + 1) * meta.embed_dim / 1e3).toFixed(0)} kB for ` +
+        "each token of the text." : "";
       ui.cost.textContent = `Nothing is downloaded until you click: then ${mb(total)} once (the browser may ` +
-        `keep it)${memory}. A computer is best, a phone may run out of memory. ` +
+        `keep it)${memory}.${lensMemory} A computer is best, a phone may run out of memory. ` +
         "Everything runs on your device: nothing you type leaves it.";
     }
   });
