@@ -30,7 +30,7 @@ colab = test_clients.colab  # the Colab-like venv's fixture: pytest finds it her
 
 pytestmark = pytest.mark.clients
 
-CHAPTERS = ("13_pretrained_model", "14_real_llm")  # their reader notebooks run there
+CHAPTERS = ("13_pretrained_model", "14_real_llm", "15_circuits")  # their reader notebooks run there
 EXTRAS = ("book", "pretrained")
 GIT_URL = "git+https://github.com/learn-attention/learn-attention"
 

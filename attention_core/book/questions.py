@@ -848,9 +848,9 @@ def ch15():
     return [
         _mc("The five strongest induction heads of SmolLM2 add almost nothing directly to the copied "
             "token's logit, yet resampling their output lowers that logit a lot. What follows?",
-            ("They act through later heads, which write the token", True,
+            ("They act through later layers, whose heads and MLPs write the token", True,
              "Direct logit attribution sees only the path from a head straight to the LM head; the "
-             "resampled run also changes what later layers read."),
+             "resampled run also changes what later heads and MLPs read."),
             ("They do not matter for copying", False, "Then resampling them would leave the logit "
                                                       "where it was."),
             ("Direct logit attribution is wrong for attention heads", False,
@@ -879,9 +879,10 @@ def ch15():
              "It replaces the head's output; its weights are computed as before."),
             ("Zero ablation changes the other heads of the layer", False,
              "Only the chosen head's slice of the input of W^O is replaced.")),
-        _mc("At layer 0 the logit lens predicts each position's own token. Why?",
-            ("The embedding is also the LM head, so a token's row scores highest against itself", True,
-             "With tied weights the lens at layer 0 is a dot product of the embedding with itself."),
+        _mc("At layer 0 the logit lens mostly predicts each position's own input token. Why?",
+            ("The embedding is also the LM head, so a token's row tends to score highest against itself",
+             True, "With tied weights the lens at layer 0 compares the normalised embedding with every "
+                   "row of the same embedding; the final norm only rescales it."),
             ("The model copies every token", False, "No block has run yet at layer 0."),
             ("The final norm removes the position", False, "The norm only rescales each position's "
                                                           "vector.")),

@@ -1,4 +1,4 @@
-"""Chapter 14: measuring what the heads of a real language model do (SmolLM2-135M, from
+"""Chapters 14 and 15: measuring what the heads of a real language model do (SmolLM2-135M, from
 :mod:`attention_core.models.smollm`): induction and previous-token heads, attention sinks,
 what removing heads costs, and StreamingLLM's perplexity test.
 

@@ -1,4 +1,4 @@
-"""Chapter 14: a real pretrained decoder rebuilt from the package's own layers: SmolLM2-135M-Instruct.
+"""Chapters 14 and 15: a real pretrained decoder rebuilt from the package's own layers: SmolLM2-135M-Instruct.
 
 SmolLM2 (Allal et al., 2025) is a Llama-architecture decoder (Touvron et al., 2023): 30
 pre-norm blocks with RMSNorm (eps 1e-5), a SwiGLU feed-forward network of width 1536,
