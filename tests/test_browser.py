@@ -26,7 +26,16 @@ import time
 
 import pytest
 
-from conftest import BROWSER_OWN_URLS, CHAPTERS, PHONE, ROOT, chromium, emulate_phone, need_chromium
+from conftest import (
+    BROWSER_OWN_URLS,
+    CHAPTERS,
+    NO_EXPLORER_YET,
+    PHONE,
+    ROOT,
+    chromium,
+    emulate_phone,
+    need_chromium,
+)
 
 need_chromium()
 
@@ -119,11 +128,6 @@ def test_page_is_self_contained_and_renders(server, browser, name):
     outside = [u for u in requested_urls(browser) if not u.startswith((server, *BROWSER_OWN_URLS))]
     assert not outside, f"requests that left the site: {outside}"
     screenshot(browser, name)
-
-
-# Chapters without an explorer yet, and why: a gap to close, not an exception to keep.
-NO_EXPLORER_YET = {"15_circuits": "new in issue 55; its interactive part so far is the logit lens in "
-                                  "chapter 14's in-browser model"}
 
 
 @pytest.mark.parametrize("chapter", [c for c in CHAPTERS if c not in NO_EXPLORER_YET])
