@@ -19,10 +19,6 @@ if not triton_compiles_here():
 ROOT = Path(__file__).resolve().parents[1]
 SITE = ROOT / "_build" / "html"
 CHAPTERS = sorted(p.stem for p in (ROOT / "chapters").glob("*.ipynb"))
-# Chapters without an explorer yet, and why: a gap to close, not an exception to keep
-# (test_browser and test_site skip their explorer checks for these only).
-NO_EXPLORER_YET = {"15_circuits": "new in issue 55; its interactive part so far is the logit lens in "
-                                  "chapter 14's in-browser model"}
 
 # Bounds on the in-browser models' attention weights against the package's float32 models,
 # written here rather than read from the exported meta.json (an export that got worse would

@@ -702,6 +702,8 @@ EXTRA: list[Probe] = [
            lambda: _mod("book.explorers.chapters").pretrained_explorer(_bert(), None, []), "sentences"),
     _extra("book.explorers.chapters.smollm_explorer", "no prompt",
            lambda: _mod("book.explorers.chapters").smollm_explorer(_smol(), None, []), "prompts"),
+    _extra("book.explorers.chapters.lens_explorer", "no prompt",
+           lambda: _mod("book.explorers.chapters").lens_explorer(_smol(), None, []), "prompts"),
     _extra("book.explorers.chapters.kv_sharing_explorer", "num_heads 0",
            lambda: _mod("book.explorers.chapters").kv_sharing_explorer(num_heads=0), "num_heads"),
     _extra("book.explorers.chapters.block_explorer", "no depth",

@@ -716,6 +716,8 @@ ROWS = [
         ValueError, "sentences"),
     Row("smollm_explorer", "no prompt", lambda: chapters.smollm_explorer(None, None, []),
         ValueError, "prompts"),
+    Row("lens_explorer", "no prompt", lambda: chapters.lens_explorer(None, None, []),
+        ValueError, "prompts"),
     Row("kv_sharing_explorer", "num_heads 0", lambda: chapters.kv_sharing_explorer(num_heads=0),
         ValueError, "num_heads"),
     Row("RMSNorm", "terabytes", lambda: ac.RMSNorm(10**12), ValueError, "dim", "GiB"),

@@ -29,7 +29,6 @@ import pytest
 from conftest import (
     BROWSER_OWN_URLS,
     CHAPTERS,
-    NO_EXPLORER_YET,
     PHONE,
     ROOT,
     chromium,
@@ -130,7 +129,7 @@ def test_page_is_self_contained_and_renders(server, browser, name):
     screenshot(browser, name)
 
 
-@pytest.mark.parametrize("chapter", [c for c in CHAPTERS if c not in NO_EXPLORER_YET])
+@pytest.mark.parametrize("chapter", CHAPTERS)
 def test_explorer_controls_change_the_figure(server, browser, chapter):
     load(browser, f"{server}/chapters/{chapter}.html")
     explorer = browser.find_element(By.CSS_SELECTOR, ".ac-explorer")

@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch.testing import assert_close
 
+from attention_core.book.explorers.chapters import lens_explorer
 from attention_core.models import circuits as cc
 from attention_core.models import llm_probes
 from attention_core.models.measure import one_thread
@@ -78,6 +79,36 @@ def test_logit_lens_equals_transformers_hidden_states_through_its_norm_and_head(
         assert_close(lens[L], theirs.lm_head(theirs.model.norm(final)), atol=1e-5, rtol=0)
     assert_close(lens[L], out.logits, atol=1e-5, rtol=0)
     assert_close(lens[L], ours(x)[0], atol=1e-5, rtol=0)
+
+
+
+class _CharTokens:
+    """A stand-in tokenizer: one token a character (ids below V)."""
+
+    def encode(self, text):
+        return type("Encoding", (), {"ids": [ord(ch) % V for ch in text]})()
+
+    def decode(self, ids):
+        return "".join(chr(97 + i % 26) for i in ids)
+
+
+def test_lens_explorer_shows_transformers_lens_at_each_layer(tiny):
+    theirs, ours = tiny
+    prompt = "attention!"
+    explorer = lens_explorer(ours, _CharTokens(), [prompt, "heads"])
+    assert list(explorer.controls) == ["prompt", "layer"] and explorer.values["layer"] == L
+    x = torch.tensor([[ord(ch) % V for ch in prompt]])
+    out, _ = final_stream(theirs, x)
+    with torch.no_grad():
+        lens = [theirs.lm_head(theirs.model.norm(h)) for h in out.hidden_states[:L]] + [out.logits]
+    probs = torch.stack(lens)[:, 0].softmax(-1)  # (L + 1, T, V)
+    guess = out.logits[0].argmax(-1)  # (T,): the model's final guess
+    for layer in range(L + 1):
+        frame = explorer.compute(layer=layer, prompt=prompt)
+        assert_close(frame["p_final"][:, layer], probs[layer, range(len(prompt)), guess], atol=1e-5, rtol=0)
+        assert frame["hits"] == (probs[layer].argmax(-1) == guess).tolist()
+        assert f"{sum(frame['hits'])} of {len(prompt)} positions" in frame["title"]
+    assert all(explorer.compute(layer=L, prompt=prompt)["hits"])
 
 
 def test_direct_logit_attribution_parts_sum_to_the_logit(tiny):

@@ -10,7 +10,7 @@ import yaml
 from bs4 import BeautifulSoup
 
 from attention_core.book.render import COLUMN_CSS_PX
-from conftest import CHAPTERS, NO_EXPLORER_YET, ROOT
+from conftest import CHAPTERS, ROOT
 
 TOC_FILES = [f for f in re.findall(r"file:\s*(\S+)", (ROOT / "_toc.yml").read_text())
              if f.startswith("chapters/")]
@@ -51,8 +51,7 @@ def test_chapter_page_has_figures_and_no_errors(site, chapter):
         if img.get("src"):
             assert img["src"].startswith("data:") or (site / "chapters" / img["src"]).resolve().exists()
         assert img.get("alt"), f"image without alt text: {str(img)[:80]}"
-    if chapter not in NO_EXPLORER_YET:  # a gap to close (tests/conftest.py), not an exception
-        assert main.select(".ac-explorer"), "each chapter has an explorer"
+    assert main.select(".ac-explorer"), "each chapter has an explorer"
     assert "Explorer(" not in text, "an explorer fell back to its text view"
 
 

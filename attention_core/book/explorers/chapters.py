@@ -18,6 +18,7 @@ import ipywidgets as widgets
 import numpy as np
 import torch
 
+from ...models.circuits import logit_lens
 from ...models.measure import one_thread
 from ...models.scaling import random_scores, softmax_saturation
 from ...models.seeding import seeded
@@ -49,7 +50,7 @@ __all__ = [
     "basics_explorer", "scaling_explorer", "self_attention_explorer", "masking_explorer", "heads_explorer",
     "block_statistics", "block_explorer", "kv_sharing_explorer", "kv_memory_explorer", "positional_explorer",
     "tile_states", "tiling_explorer", "SPARSE_PATTERNS", "sparse_mask_explorer", "AlignmentExplorer",
-    "alignment_explorer", "pretrained_explorer", "smollm_explorer",
+    "alignment_explorer", "pretrained_explorer", "smollm_explorer", "lens_explorer",
 ]
 
 
@@ -542,3 +543,50 @@ def smollm_explorer(model, tokenizer, prompts: Sequence[str], heads: Sequence[in
         chapter="14_real_llm",
         alt="For one layer of SmolLM2: the mean weight each token receives in each of the 9 "
             "heads, and the attention map of one head of the layer.")
+
+
+def lens_explorer(model, tokenizer, prompts: Sequence[str], initial_layer: int | None = None) -> Explorer:
+    """Chapter 15: the logit lens (:func:`attention_core.models.circuits.logit_lens`) of
+    SmolLM2 over a prompt, one layer at a time: for every position, the probability that the
+    lens after each layer gives the model's final guess, and the chosen layer's own top guess.
+    The lens runs once per prompt, here; a frame only picks a layer (0 is the embedding) and a
+    prompt, when there are several, starting at ``initial_layer`` (default: the last). In a
+    notebook, pass your own prompts."""
+    _check_nonempty("prompts", prompts)
+
+    def name(i):  # a token as text; its repr() shows spaces and newlines
+        return tokenizer.decode([i])
+
+    runs = {}
+    for prompt in prompts:
+        input_ids = encode(tokenizer, prompt)  # (1, T)
+        with torch.no_grad():
+            probs = logit_lens(model, input_ids)[:, 0].softmax(-1)  # (num_layers + 1, T, vocab)
+        final = probs[-1].argmax(-1)  # (T,): the model's own top guess at each position
+        top_p, top = probs.max(-1)  # (num_layers + 1, T)
+        p_final = probs.gather(-1, final.expand(len(probs), -1)[..., None])[..., 0]  # (num_layers + 1, T)
+        runs[prompt] = {"p_final": p_final.T, "top": top, "top_p": top_p, "final": final,
+                        "tokens": [name(i).replace("\n", "\\n") or "?" for i in input_ids[0].tolist()],
+                        "names": {i: name(i) for i in set(top.flatten().tolist())}}
+    num_layers = len(next(iter(runs.values()))["top"]) - 1
+
+    def compute(layer, prompt=prompts[0]):
+        run = runs[prompt]
+        top, top_p = run["top"][layer], run["top_p"][layer]  # (T,), (T,)
+        hits = (top == run["final"]).tolist()
+        where = "the embedding" if layer == 0 else f"layer {layer}"
+        return {"p_final": run["p_final"], "layer": layer, "hits": hits, "tokens": run["tokens"],
+                "guesses": [f"{run['names'][i]!r} {p:.0%}" for i, p in zip(top.tolist(), top_p.tolist())],
+                "title": f"after {where}: final guess on top\nat {sum(hits)} of {len(hits)} positions"}
+
+    controls = {"layer": list(range(num_layers + 1))}
+    if len(prompts) > 1:
+        controls = {"prompt": list(prompts), **controls}
+    return Explorer(
+        partial(panels.lens_panel, num_layers=num_layers,
+                max_tokens=max(len(r["tokens"]) for r in runs.values())), compute, controls,
+        initial={"layer": num_layers if initial_layer is None else initial_layer},
+        figsize=(7.2, 4.2), narrow_figsize=(3.5, 7.0),
+        chapter="15_circuits",
+        alt="The logit lens of SmolLM2 over a prompt: for each position and each layer, the "
+            "probability the lens gives the model's final guess, and one layer's top guesses.")

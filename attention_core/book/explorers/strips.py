@@ -47,6 +47,8 @@ STRIPS: dict[str, list[dict[str, str]]] = {
     "13_pretrained_model": [{"sentence": "The cat, which was black, sat on the mat", "layer": v}
                             for v in ("1", "3", "6")],
     "14_real_llm": [{"layer": v} for v in ("1", "10", "19", "30")],
+    "15_circuits": [{"prompt": "The capital of France is Paris. The capital of Italy is", "layer": v}
+                    for v in ("0", "20", "29", "30")],
 }
 """Chapter (its notebook's name) -> the settings of its explorer that the PDF prints, chosen
 for what the chapter's prose asks the reader to notice. A chapter not listed gets

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import torch
-from matplotlib.patches import Patch
+from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import FormatStrFormatter, MaxNLocator
 
 from ...nn.functional import softmax
@@ -32,7 +32,7 @@ from .plots import CMAP, color, encoding_heatmap, entropy_bars, heatmap, mask_pl
 __all__ = [
     "heatmap_entropy_panel", "scaling_panel", "head_grid_panel", "kv_sharing_panel", "sinusoidal_panel",
     "TILE_STATES", "tiling_panel", "sparse_reach_panel", "alignment_panel", "pretrained_layer_panel",
-    "kv_memory_panel", "block_stack_panel",
+    "kv_memory_panel", "block_stack_panel", "lens_panel",
 ]
 
 
@@ -524,5 +524,55 @@ def block_stack_panel(fig, max_depth: int, stream_max: float, grad_max: float, l
             bar.set_height(grads[k] if k < len(grads) else 0.0)
         ax_stream.set_title(f"{name}: the stream, {len(grads)} blocks")
         ax_grad.set_title(f"gradient per block (top: {grads[-1]:.3f})")
+
+    return update
+
+
+def lens_panel(fig, num_layers: int, max_tokens: int, layout: str = "wide"):
+    """Chapter 15: the logit lens over one prompt. Left (wide) or top (narrow): one row per
+    position, one column per layer (0 is the embedding), the probability the lens at that
+    layer gives the model's own final guess; a box marks the chosen layer. Right or bottom:
+    the lens's top guess at the chosen layer for each position (narrow: after its token), in
+    black where it is already the final guess and grey where not.
+
+    Returns ``update(p_final (T, num_layers + 1), layer, guesses (T strings: the guess and its
+    probability), hits (T bools), tokens (T strings), title)``.
+    """
+    _check_sizes(num_layers=num_layers, max_tokens=max_tokens)
+    check_figure("fig", fig)
+    narrow = is_narrow(layout)
+    if narrow:
+        ax_map, ax_text = fig.subplots(2, 1, height_ratios=[1.2, 1])
+    else:
+        ax_map, ax_text = fig.subplots(1, 2, width_ratios=[2.2, 1], sharey=True)
+    image = ax_map.imshow(np.zeros((max_tokens, num_layers + 1)), cmap=CMAP, vmin=0, vmax=1,
+                          aspect="auto")
+    fig.colorbar(image, ax=ax_map, fraction=0.06, pad=0.02, label="p(final guess)")
+    box = ax_map.add_patch(Rectangle((-0.5, -0.5), 1, max_tokens, fill=False, lw=2, ec="red"))
+    ax_map.set_xlabel("layer (0: the embedding)")
+    ax_text.axis("off")
+    ax_text.set_ylim(max_tokens - 0.5, -0.5)
+    texts = [ax_text.text(0.02, t, "", va="center", ha="left") for t in range(max_tokens)]
+    shown = {"tokens": None}
+
+    def update(p_final, layer: int, guesses: Sequence[str], hits: Sequence[bool],
+               tokens: Sequence[str], title: str):
+        T = len(tokens)
+        image.set_data(to_numpy(p_final))
+        image.set_extent((-0.5, num_layers + 0.5, T - 0.5, -0.5))
+        box.set_xy((layer - 0.5, -0.5))
+        box.set_height(T)
+        if list(tokens) != shown["tokens"]:
+            shown["tokens"] = list(tokens)
+            ax_map.set_yticks(range(T), tokens)
+            ax_map.set_ylim(T - 0.5, -0.5)
+        for t, text in enumerate(texts):
+            if t >= T:
+                text.set_text("")
+                continue
+            text.set_text(f"{tokens[t].strip()} → {guesses[t]}" if narrow else guesses[t])
+            text.set_color("black" if hits[t] else "0.55")
+        ax_map.set_title(title)
+        ax_text.set_title(f"top guess at layer {layer}")
 
     return update
