@@ -332,6 +332,10 @@ ROWS = [
     Row("ntk_aware_base", "shrinking scale", lambda: ac.ntk_aware_base(10000.0, 0.5, 64), ValueError,
         "scale"),
     Row("alibi_bias", "integer dtype", lambda: ac.alibi_bias(2, 3, dtype=torch.long), TypeError, "dtype"),
+    Row("rotary_layout", "odd head width", lambda: ac.rotary_layout(r(6, 4), 2, "half_split"), ValueError,
+        "weight", "even width"),
+    Row("rotary_layout", "unknown direction", lambda: ac.rotary_layout(r(8, 4), 2, "pairs"), ValueError, "to",
+        "'interleaved' or 'half_split'"),
     # --- encoder-decoder scores (nn/scoring.py) ---
     Row("make_score", "unknown score", lambda: scoring.make_score("cosine", 4, 4), ValueError, "score"),
     Row("AdditiveScore", "attn_dim 0", lambda: scoring.AdditiveScore(4, 4, 0), ValueError, "attn_dim"),

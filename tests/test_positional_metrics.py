@@ -10,6 +10,7 @@ from attention_core import (
     apply_rotary,
     kv_cache_bytes,
     ntk_aware_base,
+    rotary_layout,
     sinusoidal_encoding,
     sinusoidal_shift_matrix,
 )
@@ -154,3 +155,42 @@ def test_rotate_pairs_by_complex_product_equals_the_pairwise_formula():
     assert not _as_complex_ok(half, cos.half())
     assert_close(rotate_pairs(half, cos.half(), sin.half()).double(), by_hand(half, cos, sin), atol=2e-2,
                  rtol=1e-2)
+
+
+def test_rotary_layout_reorders_each_head_and_its_two_directions_are_inverses():
+    """rotary_layout moves the rows of each head between HuggingFace's pairing (i with
+    i + E/2) and the book's (2i with 2i + 1): by hand on tiny heads, equal to the reshape
+    llm_probes and TransformerBlock.from_llama each wrote before it, and each direction
+    undoes the other on a weight (H * E, D) and on a bias (H * E,)."""
+    rows = torch.arange(6.0)  # one head of width 6: rows 0 .. 5
+    assert rotary_layout(rows, 1, "half_split").tolist() == [0, 2, 4, 1, 3, 5]  # evens, then odds
+    assert rotary_layout(rows, 1, "interleaved").tolist() == [0, 3, 1, 4, 2, 5]  # i, then i + 3
+    two_heads = torch.arange(8.0)  # two heads of width 4: each reordered on its own
+    assert rotary_layout(two_heads, 2, "half_split").tolist() == [0, 2, 1, 3, 4, 6, 5, 7]
+    assert rotary_layout(two_heads, 2, "interleaved").tolist() == [0, 2, 1, 3, 4, 6, 5, 7]
+
+    g = torch.Generator().manual_seed(0)
+    H, E, D = 3, 8, 5
+    weight, bias = torch.randn(H * E, D, generator=g), torch.randn(H * E, generator=g)
+    old_half_split = weight.reshape(H, E // 2, 2, D).transpose(1, 2).reshape(H * E, D)  # llm_probes'
+    old_interleaved = weight.reshape(H, 2, E // 2, D).transpose(1, 2).reshape(H * E, D)  # from_llama's
+    assert torch.equal(rotary_layout(weight, H, "half_split"), old_half_split)
+    assert torch.equal(rotary_layout(weight, H, "interleaved"), old_interleaved)
+    for x in (weight, bias, weight.double()):
+        for there, back in (("interleaved", "half_split"), ("half_split", "interleaved")):
+            moved = rotary_layout(x, H, there)
+            assert moved.shape == x.shape and moved.dtype == x.dtype and not torch.equal(moved, x)
+            assert torch.equal(rotary_layout(moved, H, back), x)
+
+
+@pytest.mark.parametrize("call, error, match", [
+    (lambda: rotary_layout(torch.randn(6, 4), 2, "half_split"), ValueError, "weight's 6 rows"),  # width 3
+    (lambda: rotary_layout(torch.randn(0, 4), 1, "interleaved"), ValueError, "weight's 0 rows"),
+    (lambda: rotary_layout(torch.randn(8, 4), 2, "pairs"), ValueError, "to must be 'interleaved'"),
+    (lambda: rotary_layout(torch.randn(8, 4), 2, None), ValueError, "to must be"),
+    (lambda: rotary_layout(torch.randn(8, 4), 0, "half_split"), ValueError, "num_heads"),
+    (lambda: rotary_layout(torch.arange(8), 2, "half_split"), TypeError, "weight"),
+])
+def test_rotary_layout_refuses_bad_inputs(call, error, match):
+    with pytest.raises(error, match=match):
+        call()

@@ -801,12 +801,9 @@ def check_interleaved_to_half_split(student: Callable) -> Feedback:
              Case("three heads of width 8", (_rand(24, 5, seed=32), 3)),
              Case("SmolLM2's keys: 3 heads of width 64, model width 576", (_rand(192, 576, seed=33), 3))]
 
-    def permute(w, H):  # llama.cpp's own direction: half-split -> interleaved
-        return w.reshape(H, 2, w.size(0) // H // 2, -1).transpose(1, 2).reshape(w.shape)
-
     mistakes = {
         "you applied llama.cpp's permutation (half-split to interleaved) instead of undoing it":
-            permute,
+            lambda w, H: positional.rotary_layout(w, H, "interleaved"),
         "you permuted the rows of the whole matrix as one head: reshape to (num_heads, E/2, 2, D) "
         "so that each head is permuted on its own": lambda w, H: llm_probes.interleaved_to_half_split(w, 1),
         "you put each head's odd rows first; the even rows (2i) come first, at row i, the odd "

@@ -29,6 +29,7 @@ import torch
 
 from ..nn._checks import check_positive_int, check_tensor, check_tensor_size
 from ..nn.kv_cache import kv_cache_bytes
+from ..nn.positional import rotary_layout
 from .smollm import SmolLM
 
 __all__ = [
@@ -309,12 +310,8 @@ def interleaved_to_half_split(weight: torch.Tensor, num_heads: int) -> torch.Ten
     (PyTorch's ``(out, in)``): within each head, GGUF's row ``2i`` (rotated with row
     ``2i + 1``, the pairing of :func:`~attention_core.nn.positional.apply_rotary`) goes
     back to row ``i`` and row ``2i + 1`` to row ``i + E/2`` (HuggingFace's pairing, which
-    rotates dimension ``i`` with ``i + E/2``)."""
+    rotates dimension ``i`` with ``i + E/2``). Chapter 14's name for
+    :func:`~attention_core.nn.positional.rotary_layout` ``(weight, num_heads, "half_split")``,
+    for a weight (2 dims or more) only."""
     check_tensor("weight", weight, min_dim=2)
-    check_positive_int("num_heads", num_heads)
-    rows = weight.size(0)
-    if rows % (2 * num_heads):
-        raise ValueError(f"weight's {rows} rows must split into {num_heads} heads of even width")
-    E = rows // num_heads
-    w = weight.reshape(num_heads, E // 2, 2, -1)  # (H * E, D) -> (H, E/2, 2, D): pairs (2i, 2i + 1)
-    return w.transpose(1, 2).reshape(weight.shape)  # (H, 2, E/2, D) -> (H * E, D): evens, then odds
+    return rotary_layout(weight, num_heads, "half_split")

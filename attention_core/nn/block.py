@@ -29,6 +29,7 @@ from .latent_attention import LatentKVCache
 from .multihead import MultiHeadAttention
 from .norms import QKNormLinear, RMSNorm
 from .paged import PagedKVCache
+from .positional import rotary_layout
 
 __all__ = ["NORMS", "TransformerBlock", "TransformerDecoderBlock"]
 
@@ -221,18 +222,18 @@ class TransformerBlock(nn.Module):
 
         HuggingFace's RoPE pairs dimension ``i`` of a head with ``i + E/2``, the book's
         :func:`~attention_core.nn.positional.apply_rotary` pairs ``2i`` with ``2i + 1``: the
-        rows of ``q_proj`` and ``k_proj`` are reordered within each head to match, which
-        leaves every score ``q . k`` unchanged.
+        rows of ``q_proj`` and ``k_proj`` are reordered within each head to match
+        (:func:`~attention_core.nn.positional.rotary_layout`), which leaves every score
+        ``q . k`` unchanged.
         """
         ours = cls(**_llama_args(layer))
         attn, mine = layer.self_attn, ours.attn
-        E = mine.head_dim
         with torch.no_grad():
-            for proj in ("q_proj", "k_proj"):
+            for proj, heads in (("q_proj", mine.num_heads), ("k_proj", mine.num_kv_heads)):
                 theirs = getattr(attn, proj)
-                getattr(mine, proj).weight.copy_(_halves_to_pairs(theirs.weight, E))
+                getattr(mine, proj).weight.copy_(rotary_layout(theirs.weight, heads, "interleaved"))
                 if theirs.bias is not None:
-                    getattr(mine, proj).bias.copy_(_halves_to_pairs(theirs.bias, E))
+                    getattr(mine, proj).bias.copy_(rotary_layout(theirs.bias, heads, "interleaved"))
         _copy_weights(((mine.v_proj, attn.v_proj), (mine.out_proj, attn.o_proj), (ours.mlp, layer.mlp),
                        (ours.norm1, layer.input_layernorm), (ours.norm2, layer.post_attention_layernorm)))
         return ours.train(layer.training)
@@ -263,15 +264,6 @@ def _llama_args(layer: nn.Module) -> dict:
             "activation": "swiglu", "num_kv_heads": config.num_key_value_heads, "rope": True,
             "rope_base": float(rope["rope_theta"]), "norm": "rms", "layer_norm_eps": config.rms_norm_eps,
             "bias": bool(config.attention_bias), "device": weight.device, "dtype": weight.dtype}
-
-
-def _halves_to_pairs(weight: torch.Tensor, head_dim: int) -> torch.Tensor:
-    """Reorder the rows of a query or key projection ``(H * E, ...)`` (or its bias) from
-    HuggingFace's RoPE layout, which rotates row ``i`` of a head with row ``i + E/2``, to
-    the book's, which rotates row ``2i`` with ``2i + 1``."""
-    heads = weight.size(0) // head_dim
-    halves = weight.reshape(heads, 2, head_dim // 2, *weight.shape[1:])  # (H, 2, E/2, ...): the two halves
-    return halves.transpose(1, 2).reshape(weight.shape)  # (H, E/2, 2, ...): pair i is rows 2i, 2i + 1
 
 
 class TransformerDecoderBlock(nn.Module):

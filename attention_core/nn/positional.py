@@ -35,8 +35,8 @@ from ._checks import (
     check_tensor_size,
 )
 
-__all__ = ["alibi_bias", "alibi_slopes", "apply_rotary", "ntk_aware_base", "sinusoidal_encoding",
-           "sinusoidal_shift_matrix"]
+__all__ = ["alibi_bias", "alibi_slopes", "apply_rotary", "ntk_aware_base", "rotary_layout",
+           "sinusoidal_encoding", "sinusoidal_shift_matrix"]
 
 
 def _check_even(name: str, value: int) -> None:
@@ -197,6 +197,31 @@ def _as_complex_ok(x: torch.Tensor, table: torch.Tensor) -> bool:
     return (x.dtype in (torch.float32, torch.float64) and table.dtype == x.dtype
             and x.stride(-1) == 1 and x.storage_offset() % 2 == 0
             and all(stride % 2 == 0 for stride in x.stride()[:-1]))
+
+
+def rotary_layout(weight: torch.Tensor, num_heads: int, to: str) -> torch.Tensor:
+    """The rows of a query or key projection ``weight (H * d_k, ...)`` (PyTorch's
+    ``(out, in)``, or its bias ``(H * d_k,)``) reordered within each of the ``num_heads``
+    heads from one pairing of RoPE's dimensions to the other; same shape, device and dtype.
+
+    ``to="interleaved"``: from HuggingFace's layout, which rotates row ``i`` of a head with
+    row ``i + d_k/2``, to the book's, which rotates row ``2i`` with ``2i + 1`` (the pairing
+    of :func:`apply_rotary`, and of llama.cpp's GGUF files): row ``i`` goes to ``2i`` and
+    row ``i + d_k/2`` to ``2i + 1``. ``to="half_split"`` is the inverse. Queries and keys
+    made with the reordered rows and rotated the new way give the same scores ``q . k`` as
+    the original rows rotated the old way.
+    """
+    check_tensor("weight", weight)
+    check_positive_int("num_heads", num_heads)
+    if not isinstance(to, str) or to not in ("interleaved", "half_split"):
+        raise ValueError(f"to must be 'interleaved' or 'half_split', got {to!r}")
+    rows = weight.size(0)
+    if rows == 0 or rows % (2 * num_heads):
+        raise ValueError(f"weight's {rows} rows must split into {num_heads} heads of even width")
+    half = rows // num_heads // 2  # d_k / 2
+    split = (2, half) if to == "interleaved" else (half, 2)  # the layout it comes from
+    w = weight.reshape(num_heads, *split, *weight.shape[1:])  # (H, 2, d_k/2, ...) or (H, d_k/2, 2, ...)
+    return w.transpose(1, 2).reshape(weight.shape)  # the other one, (H * d_k, ...)
 
 
 def ntk_aware_base(base: float, scale: float, dim: int) -> float:
