@@ -331,6 +331,7 @@ FILL_FOR: dict[str, dict[str, Callable]] = {  # where a name means something els
     "models.circuits.direct_logit_attribution": {"target_ids": lambda: torch.randint(0, 20, (1, 6))},
     "models.circuits.last_position_patching": {"source_ids": lambda: torch.randint(0, 20, (1, 6)),
                                                "target_ids": lambda: torch.randint(0, 20, (1, 2))},
+    "models.circuits.random_ov_copying_scores": {"num_samples": lambda: 3},
     "models.circuits.random_composition_scores": {"embed_dim": lambda: 8, "head_dim": lambda: 4,
                                                   "num_samples": lambda: 3},
     "book.explorers.chapters.masking_explorer": {"tokens": lambda: ["a", "b", "c", "d"]},

@@ -327,6 +327,20 @@ def test_ov_copying_scores_equal_the_explicit_vocab_circuit(tiny):
     assert_close(cc.ov_copying_scores(ours, subset).double(), restricted, atol=1e-5, rtol=0)
 
 
+
+def test_random_ov_copying_scores_are_random_heads_explicit_vocab_circuits(tiny):
+    """The same draws as explicit vocab x vocab circuits through HF's embedding and head."""
+    theirs, ours = tiny
+    scores = cc.random_ov_copying_scores(ours, 4, torch.Generator().manual_seed(3))
+    value, output = torch.randn((2, 4, H * E, E), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        embed = theirs.model.embed_tokens.weight.double()
+        normed = embed * torch.rsqrt(embed.pow(2).mean(-1, keepdim=True) + 1e-5)
+        unembed = theirs.lm_head.weight.double() * theirs.model.norm.weight.double()
+        circuit = unembed @ output.double() @ value.double().transpose(1, 2) @ normed.T  # (4, V, V)
+    assert scores.shape == (4,)
+    assert_close(scores.double(), cc.copying_score(circuit), atol=1e-5, rtol=0)
+
 # --- bad inputs ----------------------------------------------------------------------------------
 
 def test_bad_inputs_name_the_argument(tiny):
@@ -367,6 +381,9 @@ def test_bad_inputs_name_the_argument(tiny):
         (lambda: cc.ov_copying_scores(ours, torch.tensor([1, 1])), ValueError, "token_ids"),
         (lambda: cc.ov_copying_scores(ours, torch.tensor([[1, 2]])), TypeError, "token_ids"),
         (lambda: cc.ov_copying_scores(ours, torch.tensor([V])), ValueError, "token_ids"),
+        (lambda: cc.random_ov_copying_scores(ours, 0, torch.Generator()), ValueError, "num_samples"),
+        (lambda: cc.random_ov_copying_scores(ours, 3, 0), TypeError, "generator"),
+        (lambda: cc.random_ov_copying_scores(None, 3, torch.Generator()), TypeError, "model"),
     ]
     for call, error, name in calls:
         with pytest.raises(error, match=name):

@@ -846,8 +846,9 @@ def ch15():
     random_score = 1 / math.sqrt(c.embed_dim)
     diagonal = circuits.copying_score(torch.diag(_tensor([2.0, -1.0, 1.0]))).item()
     return [
-        _mc("The five strongest induction heads of SmolLM2 add almost nothing directly to the copied "
-            "token's logit, yet resampling their output lowers that logit a lot. What follows?",
+        _mc("The five strongest induction heads of SmolLM2 add little directly to the copied token's "
+            "logit difference (about 0.4 of 13.6), yet resampling their output lowers it by about 11. "
+            "What follows?",
             ("They act through later layers, whose heads and MLPs write the token", True,
              "Direct logit attribution sees only the path from a head straight to the LM head; the "
              "resampled run also changes what later heads and MLPs read."),
@@ -873,8 +874,8 @@ def ch15():
                           (1.0, "The eigenvalue -1 counts: its absolute value is in the denominator."))),
         _mc("Why can zero ablation overstate how much a head matters?",
             ("A zero output is a value the head never gives; later layers expect its usual output", True,
-             "A sink head writes a nearly steady vector; removing it shocks the layers above. Mean and "
-             "resample ablation keep what is usual."),
+             "Most heads' outputs are mostly one steady vector, sink heads and others alike; removing "
+             "it shocks the layers above. Mean and resample ablation keep what is usual."),
             ("Zero ablation also removes the head's attention weights", False,
              "It replaces the head's output; its weights are computed as before."),
             ("Zero ablation changes the other heads of the layer", False,
@@ -882,10 +883,12 @@ def ch15():
         _mc("At layer 0 the logit lens mostly predicts each position's own input token. Why?",
             ("The embedding is also the LM head, so a token's row tends to score highest against itself",
              True, "With tied weights the lens at layer 0 compares the normalised embedding with every "
-                   "row of the same embedding; the final norm only rescales it."),
+                   "row of the same embedding. The final norm rescales it and reweights its dimensions "
+                   "by a gain that is nearly uniform, so the token's own row usually still wins."),
             ("The model copies every token", False, "No block has run yet at layer 0."),
-            ("The final norm removes the position", False, "The norm only rescales each position's "
-                                                          "vector.")),
+            ("The final norm removes the position", False, "The norm rescales each position's vector "
+                                                          "and reweights its dimensions; it adds or "
+                                                          "removes no position.")),
     ]
 
 

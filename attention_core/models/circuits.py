@@ -20,9 +20,10 @@ what the weights alone say about how heads compose and whether they copy.
 * :func:`composition_score`, :func:`composition_scores`, :func:`random_composition_scores`:
   Elhage et al.'s Q-, K- and V-composition between heads of different layers, and what
   random matrices of the same shapes score.
-* :func:`copying_score`, :func:`ov_copying_scores`: the eigenvalues of each head's OV circuit
-  from token to logit, positive for a head that copies (Elhage et al., 2021; Olsson et al.,
-  2022, "In-context learning and induction heads").
+* :func:`copying_score`, :func:`ov_copying_scores`, :func:`random_ov_copying_scores`: the
+  eigenvalues of each head's OV circuit from token to logit, positive for a head that copies
+  (Elhage et al., 2021; Olsson et al., 2022, "In-context learning and induction heads"), and
+  what random head weights read through the same embeddings score.
 
 Shape legend: B batch, T tokens, D model width, H query heads, Hkv key/value heads, G query
 heads per key/value head (H / Hkv), E head dim; ``num_layers`` layers and ``vocab_size``
@@ -50,7 +51,7 @@ __all__ = [
     "SITES", "COMPOSITIONS", "logit_lens", "direct_logit_attribution", "head_activations", "patching",
     "patch_heads", "last_position_patching", "composition_score", "composition_scores",
     "random_composition_scores", "copying_score",
-    "ov_copying_scores",
+    "ov_copying_scores", "random_ov_copying_scores",
 ]
 
 SITES = ("output", "query", "key", "value")
@@ -540,16 +541,43 @@ def ov_copying_scores(model: SmolLM, token_ids: torch.Tensor | None = None) -> t
         check_token_ids("token_ids", token_ids[None], c.vocab_size, weight.device)
         if token_ids.unique().numel() != token_ids.numel():
             raise ValueError("token_ids must be distinct (each token one row and column of the circuit)")
-    tokens = slice(None) if token_ids is None else token_ids
-    dtype = torch.promote_types(weight.dtype, torch.float32)
-    embed = weight[tokens].to(dtype)  # (n, D)
-    embed = embed * torch.rsqrt(embed.pow(2).mean(-1, keepdim=True) + model.layers[0].norm1.eps)
-    unembed = model.lm_head.weight[tokens].to(dtype) * model.norm.weight.to(dtype)  # (n, D)
-    through = embed.T @ unembed  # (D, n) @ (n, D) -> (D, D): token in, logit out
+    through = _token_to_logit(model, slice(None) if token_ids is None else token_ids)  # (D, D)
     scores = []
     for n in range(c.num_layers):
         h = _head_matrices(model, n)  # value (H, D, E): (W_V diag(g))^T; output (H, D, E): W_O
         # (H, E, D) @ (D, D) @ (H, D, E) -> (H, E, E)
         small = h["value"].transpose(1, 2) @ through @ h["output"]
-        scores.append(copying_score(small.double()).to(dtype))  # (H,)
+        scores.append(copying_score(small.double()).to(through.dtype))  # (H,)
     return torch.stack(scores)  # (num_layers, H)
+
+
+def _token_to_logit(model: SmolLM, tokens) -> torch.Tensor:
+    """``(D, D)``: ``N(W_E)^T W_U diag(g_final)`` over ``tokens`` (a slice or ids), the part of
+    every OV circuit from token to logit that no head owns (:func:`ov_copying_scores`)."""
+    weight = model.embed_tokens.weight
+    dtype = torch.promote_types(weight.dtype, torch.float32)
+    embed = weight[tokens].to(dtype)  # (n, D)
+    embed = embed * torch.rsqrt(embed.pow(2).mean(-1, keepdim=True) + model.layers[0].norm1.eps)
+    unembed = model.lm_head.weight[tokens].to(dtype) * model.norm.weight.to(dtype)  # (n, D)
+    return embed.T @ unembed  # (D, n) @ (n, D) -> (D, D): token in, logit out
+
+
+@torch.no_grad()
+def random_ov_copying_scores(model: SmolLM, num_samples: int, generator: torch.Generator) -> torch.Tensor:
+    """``(num_samples,)``: :func:`copying_score` of random heads read through ``model``'s own
+    embedding and LM head, the chance level of :func:`ov_copying_scores`: each head's value and
+    output weights (``(D, E)`` each) of independent standard normal entries in place of ``W_V
+    diag(g)`` and ``W_O``. The embeddings are far from isotropic (a few directions carry most
+    of their size), so these scores spread much more widely than those of random ``E x E``
+    matrices. The numbers are drawn on ``generator``'s device."""
+    _check_model(model)
+    check_positive_int("num_samples", num_samples)
+    if not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
+    c = model.config
+    check_tensor_size("num_samples", (2, num_samples, c.embed_dim, c.head_dim))
+    through = _token_to_logit(model, slice(None))  # (D, D)
+    value, output = torch.randn((2, num_samples, c.embed_dim, c.head_dim), generator=generator,
+                                device=generator.device, dtype=through.dtype)  # each (n, D, E)
+    small = value.transpose(1, 2) @ through.to(value.device) @ output  # (n, E, E)
+    return copying_score(small.double()).to(through.dtype)  # (n,)
