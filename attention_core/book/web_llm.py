@@ -143,17 +143,14 @@ def _measure(out_dir: Path, model: smollm.SmolLM, tokenizer, log) -> dict:
     """The precision figures of ``meta.json``, measured on the files in ``out_dir``."""
     decoder = precision.OrtDecoder(out_dir / "model.onnx", model.config, lens=True)
     start = time.perf_counter()
-    agreement, worst, positions = precision.prose_agreement(decoder, model, tokenizer)
-    log(f"prose: top-1 agreement {agreement:.4f} over {positions} positions, "
-        f"max |attention difference| {worst:.3g} ({time.perf_counter() - start:.0f} s)")
-    start = time.perf_counter()
-    every, pairs, lens_positions = precision.lens_agreement(decoder, model, tokenizer)
-    log(f"logit lens: top-1 equal at every layer at {every:.4f} of {lens_positions} positions, "
-        f"{pairs:.5f} of (position, layer) pairs ({time.perf_counter() - start:.0f} s)")
-    return {"precision": PRECISION, "top1_agreement": agreement, "prose_positions": positions,
-            "lens_top1_agreement": every, "lens_top1_agreement_pairs": pairs,
-            "lens_positions": lens_positions, "lens_top_k": export.LENS_TOP_K,
-            "max_abs_diff_attention": worst, "tolerance": precision.ATTENTION_BOUND,
+    prose = precision.prose_agreement(decoder, model, tokenizer)
+    log(f"prose: top-1 agreement {prose['top1_agreement']:.4f} over {prose['prose_positions']} positions, "
+        f"max |attention difference| {prose['max_abs_diff_attention']:.3g}; logit lens top-1 equal at "
+        f"every layer at {prose['lens_top1_agreement']:.4f} of them, "
+        f"{prose['lens_top1_agreement_pairs']:.5f} of (position, layer) pairs "
+        f"({time.perf_counter() - start:.0f} s)")
+    return {"precision": PRECISION, **prose, "lens_positions": prose["prose_positions"],
+            "lens_top_k": export.LENS_TOP_K, "tolerance": precision.ATTENTION_BOUND,
             "greedy_equal": precision.greedy_equal(decoder, model, tokenizer),
             "greedy_prompts": len(precision.PROMPTS), "greedy_tokens": precision.GREEDY_TOKENS}
 

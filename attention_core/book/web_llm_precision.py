@@ -24,7 +24,7 @@ from .export_files import ort_session
 from .web_llm_export import LENS_OUTPUTS, OUTPUTS, decode_weights, empty_past, load_decoded
 
 __all__ = ["ATTENTION_BOUND", "PROMPTS", "GREEDY_TOKENS", "OrtDecoder", "prose_agreement", "greedy_equal",
-           "lens_agreement", "LENS_FILE"]
+           "LENS_FILE"]
 
 ATTENTION_BOUND = 1e-4
 """The bound the tests hold the exported model's attention weights to, against the float32
@@ -90,28 +90,42 @@ class OrtDecoder:
         return new
 
 
-def prose_agreement(decoder: OrtDecoder, model: smollm.SmolLM, tokenizer,
-                    chunk: int = 256) -> tuple[float, float, int]:
-    """``(top-1 agreement, max |attention difference|, positions)`` of ``decoder`` against the
-    float32 ``model`` over every token of the book's prose
+def prose_agreement(decoder: OrtDecoder, model: smollm.SmolLM, tokenizer, chunk: int = 128) -> dict:
+    """The page's model against the float32 ``model`` over every token of the book's prose
     (:data:`~attention_core.models.llm_probes.BOOK_PROSE`), in chunks of ``chunk`` tokens, each
-    read one token a step from an empty cache (as the page decodes)."""
+    read one token a step from an empty cache (as the page decodes), in one pass:
+
+    * ``"top1_agreement"``: the share of positions where both rank the same next token first;
+    * ``"max_abs_diff_attention"``: the largest difference of an attention weight;
+    * ``"lens_top1_agreement"``: the share of positions where the page's logit lens
+      (``decoder``'s lens graph on the residual streams of its steps) ranks first the token
+      that the package's :func:`~attention_core.models.circuits.logit_lens` ranks first, at
+      every one of the ``num_layers + 1`` layers; ``"lens_top1_agreement_pairs"``: the share
+      of (position, layer) pairs where they do;
+    * ``"prose_positions"``: how many positions (the package's lens holds ``num_layers + 1``
+      logit tensors: 0.8 GB for 128 tokens)."""
     _check_pair(decoder, model)
     check_positive_int("chunk", chunk)
     ids = smollm.encode(tokenizer, " ".join(llm_probes.BOOK_PROSE))[0].tolist()
-    agree, worst = 0, 0.0
+    agree, worst, every, pairs = 0, 0.0, 0, 0
     for start in range(0, len(ids), chunk):
-        piece = ids[start:start + chunk]
+        piece = torch.tensor([ids[start:start + chunk]])  # (1, T)
         with torch.no_grad():
-            logits, attentions = model(torch.tensor([piece]))  # (1, T, vocab_size), per layer (1, H, T, T)
-        want_top = logits[0].argmax(-1).numpy()
+            _, attentions = model(piece)  # per layer (1, H, T, T)
         want = torch.stack(attentions)[:, 0].numpy()  # (layers, H, T, T)
+        want_lens = circuits.logit_lens(model, piece)[:, 0].argmax(-1).numpy()  # (layers + 1, T)
         decoder.reset()
-        for i, token in enumerate(piece):
+        for i, token in enumerate(piece[0].tolist()):
             got, att = decoder.step([token])  # att (layers, H, 1, i + 1)
-            agree += int(got.argmax() == want_top[i])
+            agree += int(got.argmax() == want_lens[-1, i])  # the last layer's lens is the output
             worst = max(worst, float(np.abs(att[:, :, 0] - want[:, :, i, :i + 1]).max()))
-    return agree / len(ids), worst, len(ids)
+            same = decoder.lens(decoder.streams[:, 0])[0][:, 0] == want_lens[:, i]  # (layers + 1,)
+            every += int(same.all())
+            pairs += int(same.sum())
+    return {"top1_agreement": agree / len(ids), "max_abs_diff_attention": worst,
+            "lens_top1_agreement": every / len(ids),
+            "lens_top1_agreement_pairs": pairs / (len(ids) * (model.config.num_layers + 1)),
+            "prose_positions": len(ids)}
 
 
 def greedy_equal(decoder: OrtDecoder, model: smollm.SmolLM, tokenizer) -> int:
@@ -124,33 +138,6 @@ def greedy_equal(decoder: OrtDecoder, model: smollm.SmolLM, tokenizer) -> int:
         want = smollm.generate(model, ids, GREEDY_TOKENS)[0, ids.size(1):].tolist()
         equal += decoder.generate(ids[0].tolist(), GREEDY_TOKENS) == want
     return equal
-
-
-def lens_agreement(decoder: OrtDecoder, model: smollm.SmolLM, tokenizer,
-                   chunk: int = 128) -> tuple[float, float, int]:
-    """``(share of positions, share of (position, layer) pairs, positions)`` where the page's
-    logit lens (``decoder``'s lens graph on the residual streams of its steps, read one token a
-    step from an empty cache, as the page reads them) ranks first the token that the package's
-    :func:`~attention_core.models.circuits.logit_lens` ranks first: the first share counts the
-    positions where the two agree at every one of the ``num_layers + 1`` layers. Over every
-    token of the book's prose (:data:`~attention_core.models.llm_probes.BOOK_PROSE`), in chunks
-    of ``chunk`` tokens (the package's lens holds ``num_layers + 1`` logit tensors: 0.8 GB for
-    128 tokens)."""
-    _check_pair(decoder, model)
-    check_positive_int("chunk", chunk)
-    ids = smollm.encode(tokenizer, " ".join(llm_probes.BOOK_PROSE))[0].tolist()
-    every, pairs = 0, 0
-    for start in range(0, len(ids), chunk):
-        piece = ids[start:start + chunk]
-        want = circuits.logit_lens(model, torch.tensor([piece]))[:, 0].argmax(-1).numpy()  # (layers + 1, T)
-        decoder.reset()
-        for i, token in enumerate(piece):
-            decoder.step([token])
-            got = decoder.lens(decoder.streams[:, 0])[0][:, 0]  # (layers + 1,): each layer's top id
-            same = got == want[:, i]
-            every += int(same.all())
-            pairs += int(same.sum())
-    return every / len(ids), pairs / (len(ids) * (model.config.num_layers + 1)), len(ids)
 
 
 def _check_pair(decoder, model) -> None:
