@@ -871,7 +871,8 @@ def ch15():
                     "(`copying_score`).",
                 hint="Sum of the eigenvalues over the sum of their absolute values.",
                 mistakes=((2.0, "Divide the sum by the sum of the absolute values."),
-                          (1.0, "The eigenvalue -1 counts: its absolute value is in the denominator."))),
+                          (1.0, "The eigenvalue -1 counts twice: it lowers the sum to 2, and its "
+                                "absolute value raises the denominator to 4."))),
         _mc("Why can zero ablation overstate how much a head matters?",
             ("A zero output is a value the head never gives; later layers expect its usual output", True,
              "Most heads' outputs are mostly one steady vector, sink heads and others alike; removing "
