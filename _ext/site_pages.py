@@ -545,13 +545,17 @@ def readable_by_all(out: Path) -> None:
 
 # The theme makes every scrollable box a keyboard stop: on load, on resize and on DOM changes
 # it reads each code block's and output's scrollWidth. A size read in a section that book.css
-# renders lazily (content-visibility: auto) forces the section's layout: on chapter 8 the loop
-# laid the whole page out again, on the main thread, while the page loads (a cost measured when
-# this was written and not kept as a record). No setting of the theme and no script of our own
-# keeps its loop from reading those sizes, so this is the one change made in the theme's
-# script: its loop leaves a box in a skipped section alone, and runs again on the browser's
-# own "contentvisibilityautostatechange" (a section the reader scrolls to); when
-# lazy_sections.js has rendered them all, _static/theme_behaviour.js checks every box.
+# renders lazily (content-visibility: auto) forces the section's layout: on the two heaviest
+# pages, which stay lazy (RENDER_AFTER_LOAD), the loop lays the skipped sections out on the main
+# thread as the page finishes loading. benchmarks/results.json, "lazy_pages" (Lighthouse mobile,
+# the theme's script as shipped and as patched here, interleaved, medians of three runs on
+# 2026-12-08): performance 78 against 94 on chapter 8 and 79 against 96 on the API page, total
+# blocking time 968 against 238 ms and 403 against 225 ms. No setting of the theme and no
+# script of our own keeps its loop (run by the theme's own "load" listener) from reading those
+# sizes, so this is the one change made in the theme's script: its loop leaves a box in a
+# skipped section alone, and runs again on the browser's own "contentvisibilityautostatechange"
+# (a section the reader scrolls to); when lazy_sections.js has rendered them all,
+# _static/theme_behaviour.js checks every box.
 THEME_SCRIPT = "_static/scripts/pydata-sphinx-theme.js"
 TAB_STOPS = ".forEach(e=>{e.tabIndex=e.scrollWidth>e.clientWidth||e.scrollHeight>e.clientHeight?0:-1})"
 TAB_STOPS_LAZY = (".forEach(e=>{e.checkVisibility({contentVisibilityAuto:!0})"
