@@ -885,7 +885,7 @@ def ch15():
             ("The embedding is also the LM head, so a token's row tends to score highest against itself",
              True, "With tied weights the lens at layer 0 compares the normalised embedding with every "
                    "row of the same embedding. The final norm rescales it and reweights its dimensions "
-                   "by a gain that is nearly uniform, so the token's own row usually still wins."),
+                   "by its gain, and the token's own row still scores highest at most positions."),
             ("The model copies every token", False, "No block has run yet at layer 0."),
             ("The final norm removes the position", False, "The norm rescales each position's vector "
                                                           "and reweights its dimensions; it adds or "
