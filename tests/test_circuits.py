@@ -316,7 +316,8 @@ def test_ov_copying_scores_equal_the_explicit_vocab_circuit(tiny):
     with torch.no_grad():
         embed = theirs.model.embed_tokens.weight.double()
         normed = embed * torch.rsqrt(embed.pow(2).mean(-1, keepdim=True) + 1e-5)
-        unembed = theirs.lm_head.weight.double() * theirs.model.norm.weight.double()
+        rows = theirs.lm_head.weight.double()
+        unembed = (rows - rows.mean(0)) * theirs.model.norm.weight.double()  # centred: no prediction changes
         expected, restricted = torch.zeros(L, H, dtype=torch.float64), torch.zeros(L, H, dtype=torch.float64)
         for n in range(L):
             _, _, v, o = hf_heads(theirs, n)
@@ -336,7 +337,8 @@ def test_random_ov_copying_scores_are_random_heads_explicit_vocab_circuits(tiny)
     with torch.no_grad():
         embed = theirs.model.embed_tokens.weight.double()
         normed = embed * torch.rsqrt(embed.pow(2).mean(-1, keepdim=True) + 1e-5)
-        unembed = theirs.lm_head.weight.double() * theirs.model.norm.weight.double()
+        rows = theirs.lm_head.weight.double()
+        unembed = (rows - rows.mean(0)) * theirs.model.norm.weight.double()  # centred: no prediction changes
         circuit = unembed @ output.double() @ value.double().transpose(1, 2) @ normed.T  # (4, V, V)
     assert scores.shape == (4,)
     assert_close(scores.double(), cc.copying_score(circuit), atol=1e-5, rtol=0)

@@ -875,8 +875,9 @@ def ch15():
                                 "absolute value raises the denominator to 4."))),
         _mc("Why can zero ablation overstate how much a head matters?",
             ("A zero output is a value the head never gives; later layers expect its usual output", True,
-             "Most heads' outputs are mostly one steady vector, sink heads and others alike; removing "
-             "it shocks the layers above. Mean and resample ablation keep what is usual."),
+             "On the chapter's random-token texts most heads' outputs are mostly one steady vector, "
+             "sink heads and others alike; removing it shocks the layers above. Mean and resample "
+             "ablation keep what is usual."),
             ("Zero ablation also removes the head's attention weights", False,
              "It replaces the head's output; its weights are computed as before."),
             ("Zero ablation changes the other heads of the layer", False,

@@ -520,14 +520,17 @@ def copying_score(circuit: torch.Tensor) -> torch.Tensor:
 @torch.no_grad()
 def ov_copying_scores(model: SmolLM, token_ids: torch.Tensor | None = None) -> torch.Tensor:
     """``(num_layers, H)``: :func:`copying_score` of each head's OV circuit from token to logit,
-    the ``vocab_size x vocab_size`` matrix ``W_U diag(g_final) W_O W_V diag(g) N(W_E)^T``: a
+    the ``vocab_size x vocab_size`` matrix ``(W_U - mean) diag(g_final) W_O W_V diag(g) N(W_E)^T``
+    (the LM head's rows centred on their mean, which changes no prediction: see below): a
     token's embedding, normalised (``N``: each row over its root mean square, with the layer's
     eps) and read through the layer's gain ``g``, moved by the head, read by the LM head through
     the final norm's gain (Elhage et al., 2021: the direct path, as in a one-layer model; a
     later layer's real input is the stream, not the bare embedding). Entry ``(m, t)`` is how
     much attending to token ``t`` raises the logit of token ``m``. ``token_ids`` (a 1-D tensor of
     distinct ids) restricts both to those tokens (e.g. the ones a text uses); default: the
-    whole vocabulary. The final norm's ``1/rms`` is left out.
+    whole vocabulary. The final norm's ``1/rms`` is left out. The mean row of ``W_U`` adds one
+    number to every logit, which changes no prediction but would dominate the eigenvalues
+    (through the direction all of SmolLM2's embeddings share), so it is removed first.
 
     Computed without the large matrix: its nonzero eigenvalues are those of the ``E x E``
     matrix ``W_V diag(g) N(W_E)^T W_U diag(g_final) W_O`` (``XY`` and ``YX`` share them)."""
@@ -552,13 +555,18 @@ def ov_copying_scores(model: SmolLM, token_ids: torch.Tensor | None = None) -> t
 
 
 def _token_to_logit(model: SmolLM, tokens) -> torch.Tensor:
-    """``(D, D)``: ``N(W_E)^T W_U diag(g_final)`` over ``tokens`` (a slice or ids), the part of
-    every OV circuit from token to logit that no head owns (:func:`ov_copying_scores`)."""
+    """``(D, D)``: ``N(W_E)^T (W_U - mean) diag(g_final)`` over ``tokens`` (a slice or ids), the
+    part of every OV circuit from token to logit that no head owns (:func:`ov_copying_scores`).
+    The LM head's rows are centred on their mean over the whole vocabulary: that mean row adds
+    the same to every logit, which changes no prediction (softmax ignores it; TransformerLens
+    centres the unembedding by default for the same reason), yet would count in full in the
+    eigenvalues."""
     weight = model.embed_tokens.weight
     dtype = torch.promote_types(weight.dtype, torch.float32)
     embed = weight[tokens].to(dtype)  # (n, D)
     embed = embed * torch.rsqrt(embed.pow(2).mean(-1, keepdim=True) + model.layers[0].norm1.eps)
-    unembed = model.lm_head.weight[tokens].to(dtype) * model.norm.weight.to(dtype)  # (n, D)
+    rows = model.lm_head.weight.to(dtype)  # (vocab_size, D)
+    unembed = (rows[tokens] - rows.mean(0)) * model.norm.weight.to(dtype)  # (n, D)
     return embed.T @ unembed  # (D, n) @ (n, D) -> (D, D): token in, logit out
 
 
