@@ -309,7 +309,7 @@ def test_copying_score_of_hand_worked_matrices():
 
 
 def test_ov_copying_scores_equal_the_explicit_vocab_circuit(tiny):
-    """From HF's weights: W_U diag(g_final) W_O W_V diag(g) N(W_E)^T, a vocab x vocab matrix
+    """From HF's weights: (W_U - mean) diag(g_final) W_O W_V diag(g) N(W_E)^T, a vocab x vocab matrix
     (101 x 101), its eigenvalues by torch; whole vocabulary and a subset."""
     theirs, ours = tiny
     subset = torch.arange(0, V, 3)

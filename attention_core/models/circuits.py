@@ -529,11 +529,11 @@ def ov_copying_scores(model: SmolLM, token_ids: torch.Tensor | None = None) -> t
     much attending to token ``t`` raises the logit of token ``m``. ``token_ids`` (a 1-D tensor of
     distinct ids) restricts both to those tokens (e.g. the ones a text uses); default: the
     whole vocabulary. The final norm's ``1/rms`` is left out. The mean row of ``W_U`` adds one
-    number to every logit, which changes no prediction but would dominate the eigenvalues
-    (through the direction all of SmolLM2's embeddings share), so it is removed first.
+    number to every logit, which changes no prediction but would count in full in the
+    eigenvalues, so it is removed first.
 
     Computed without the large matrix: its nonzero eigenvalues are those of the ``E x E``
-    matrix ``W_V diag(g) N(W_E)^T W_U diag(g_final) W_O`` (``XY`` and ``YX`` share them)."""
+    matrix ``W_V diag(g) N(W_E)^T (W_U - mean) diag(g_final) W_O`` (``XY`` and ``YX`` share them)."""
     _check_model(model)
     c = model.config
     weight = model.embed_tokens.weight
@@ -575,9 +575,7 @@ def random_ov_copying_scores(model: SmolLM, num_samples: int, generator: torch.G
     """``(num_samples,)``: :func:`copying_score` of random heads read through ``model``'s own
     embedding and LM head, the chance level of :func:`ov_copying_scores`: each head's value and
     output weights (``(D, E)`` each) of independent standard normal entries in place of ``W_V
-    diag(g)`` and ``W_O``. The embeddings are far from isotropic (a few directions carry most
-    of their size), so these scores spread much more widely than those of random ``E x E``
-    matrices. The numbers are drawn on ``generator``'s device."""
+    diag(g)`` and ``W_O``. The numbers are drawn on ``generator``'s device."""
     _check_model(model)
     check_positive_int("num_samples", num_samples)
     if not isinstance(generator, torch.Generator):
